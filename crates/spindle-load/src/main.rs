@@ -1,0 +1,1 @@
+fn main() { eprintln!("spindle-load: not built yet"); std::process::exit(2); }
