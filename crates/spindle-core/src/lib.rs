@@ -1,1 +1,31 @@
-//! spindle-core
+//! spindle's protocol core: everything between bytes in and bytes out that
+//! is *not* I/O.
+//!
+//! A driver (one per I/O backend, in the `spindle` crate) owns the sockets
+//! and files. It feeds received bytes to a [`Session`], and the session tells
+//! it what to do next through [`Step`]: wait for input, open a path beneath
+//! the document root, transmit a [`Response`] (a header block plus an
+//! optional byte range of the opened file), or close. The core makes no
+//! system calls at all, so every backend serves identical bytes for the same
+//! input.
+//!
+//! Map:
+//! - [`limits`]: every bound, named.
+//! - [`request`]: request-line and header parsing (httparse), framing of
+//!   bodies, and the request-level checks (Host, method, version).
+//! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
+//! - [`response`]: status, headers, conditional requests and ranges.
+//! - [`session`]: the per-connection state machine (pipelining, keep-alive,
+//!   body discarding).
+//! - [`accesslog`]: Combined Log Format lines.
+
+pub mod accesslog;
+pub mod date;
+pub mod limits;
+pub mod path;
+pub mod request;
+pub mod response;
+pub mod session;
+
+pub use response::{FileMeta, Response};
+pub use session::{OpenError, OpenRequest, Session, SessionConfig, Step};

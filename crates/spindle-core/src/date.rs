@@ -1,0 +1,54 @@
+//! The `Date` header, formatted at most once a second per thread.
+
+use std::cell::RefCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+thread_local! {
+    static CACHE: RefCell<(u64, String)> = RefCell::new((u64::MAX, String::new()));
+}
+
+/// Calls `f` with the current time as an IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`). The string is rebuilt only when the
+/// second changes.
+pub fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            c.0 = secs;
+            c.1 = httpdate::fmt_http_date(now);
+        }
+        f(&c.1)
+    })
+}
+
+/// Formats a Unix time (seconds) as an IMF-fixdate.
+pub fn fmt_unix(secs: i64) -> String {
+    let t = if secs >= 0 {
+        UNIX_EPOCH + std::time::Duration::from_secs(secs as u64)
+    } else {
+        UNIX_EPOCH
+    };
+    httpdate::fmt_http_date(t)
+}
+
+/// Parses an HTTP date (any of the three RFC 9110 formats) to Unix seconds.
+pub fn parse(value: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(value).ok()?;
+    let t = httpdate::parse_http_date(s.trim()).ok()?;
+    Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn round_trip() {
+        let s = super::fmt_unix(784111777);
+        assert_eq!(s, "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(super::parse(s.as_bytes()), Some(784111777));
+        assert_eq!(super::parse(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(784111777));
+        assert_eq!(super::parse(b"garbage"), None);
+        super::with_http_date(|d| assert!(d.ends_with(" GMT")));
+    }
+}

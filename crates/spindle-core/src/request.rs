@@ -1,0 +1,345 @@
+//! Parsing a request head, and the checks that need nothing but the head.
+
+use crate::limits::MAX_HEADERS;
+
+/// The request methods spindle distinguishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    /// Anything else: answered with 405.
+    Other(String),
+}
+
+impl Method {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Other(s) => s,
+        }
+    }
+}
+
+/// How the request's body (if any) is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    None,
+    Length(u64),
+    /// `Transfer-Encoding: chunked` (or any transfer coding): not read;
+    /// the connection is closed after the response.
+    Chunked,
+}
+
+/// A parsed request head. Header values the server acts on are copied out
+/// so the input buffer can be reused while the file is being opened.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: Method,
+    /// The request target exactly as received.
+    pub target: Vec<u8>,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    /// Whether the client asked for (or, on 1.1, did not refuse) a
+    /// persistent connection.
+    pub keep_alive: bool,
+    pub body: BodyFraming,
+    pub if_match: Option<Vec<u8>>,
+    pub if_none_match: Option<Vec<u8>>,
+    pub if_modified_since: Option<Vec<u8>>,
+    pub if_unmodified_since: Option<Vec<u8>>,
+    pub range: Option<Vec<u8>>,
+    pub if_range: Option<Vec<u8>>,
+    pub referer: Option<Vec<u8>>,
+    pub user_agent: Option<Vec<u8>>,
+    /// Bytes of the head, including the final blank line.
+    pub head_len: usize,
+}
+
+/// A request that cannot be served, with the status to answer it with.
+/// The connection is closed after the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub status: u16,
+    /// Whatever could be recovered of the request line, for the access log.
+    pub method: String,
+    pub target: Vec<u8>,
+}
+
+impl Rejection {
+    fn new(status: u16) -> Rejection {
+        Rejection {
+            status,
+            method: String::from("-"),
+            target: Vec::new(),
+        }
+    }
+}
+
+/// The outcome of trying to parse a head from the front of a buffer.
+#[derive(Debug)]
+pub enum Parsed {
+    /// More bytes are needed.
+    Partial,
+    Complete(Box<Request>),
+    Rejected(Rejection),
+}
+
+/// Parses one request head from the front of `buf`.
+///
+/// Enforces `max_request_line` (414) and `max_header_bytes` (431); syntax
+/// errors give 400 and an unknown HTTP version 505.
+pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Parsed {
+    // RFC 9112 §2.2: a server SHOULD ignore at least one empty line before
+    // the request line. Leading CRLFs are skipped by the caller; here a
+    // request line that has no end within the limit is too long.
+    let line_end = buf.iter().position(|&b| b == b'\n');
+    match line_end {
+        None if buf.len() > max_request_line => return Parsed::Rejected(Rejection::new(414)),
+        Some(n) if n > max_request_line + 1 => return Parsed::Rejected(Rejection::new(414)),
+        _ => {}
+    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() >= max_header_bytes {
+                return Parsed::Rejected(Rejection::new(431));
+            }
+            return Parsed::Partial;
+        }
+        Err(e) => {
+            let status = match e {
+                httparse::Error::TooManyHeaders => 431,
+                httparse::Error::Version => 505,
+                _ => 400,
+            };
+            // A head cut short by the header limit fails as a partial parse,
+            // not an error; but a buffer full of garbage past the limit is
+            // still just garbage.
+            return Parsed::Rejected(Rejection::new(status));
+        }
+    };
+    let method = match req.method.unwrap_or("") {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        m => Method::Other(m.to_string()),
+    };
+    let target = req.path.unwrap_or("").as_bytes().to_vec();
+    let reject = |status: u16| {
+        Parsed::Rejected(Rejection {
+            status,
+            method: method.as_str().to_string(),
+            target: target.clone(),
+        })
+    };
+    if head_len > max_header_bytes {
+        return reject(431);
+    }
+    let minor_version = req.version.unwrap_or(1);
+
+    let mut host_count = 0;
+    let mut conn_close = false;
+    let mut conn_keep_alive = false;
+    let mut content_length: Option<u64> = None;
+    let mut transfer_encoding = false;
+    let mut r = Request {
+        method: method.clone(),
+        target: target.clone(),
+        minor_version,
+        keep_alive: false,
+        body: BodyFraming::None,
+        if_match: None,
+        if_none_match: None,
+        if_modified_since: None,
+        if_unmodified_since: None,
+        range: None,
+        if_range: None,
+        referer: None,
+        user_agent: None,
+        head_len,
+    };
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let v = h.value;
+        if name.eq_ignore_ascii_case(b"host") {
+            host_count += 1;
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for tok in v.split(|&b| b == b',') {
+                let tok = trim(tok);
+                if tok.eq_ignore_ascii_case(b"close") {
+                    conn_close = true;
+                } else if tok.eq_ignore_ascii_case(b"keep-alive") {
+                    conn_keep_alive = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            let Some(n) = parse_u64(trim(v)) else {
+                return reject(400);
+            };
+            if content_length.is_some_and(|old| old != n) {
+                return reject(400);
+            }
+            content_length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            transfer_encoding = true;
+        } else if name.eq_ignore_ascii_case(b"if-match") {
+            append_list(&mut r.if_match, v);
+        } else if name.eq_ignore_ascii_case(b"if-none-match") {
+            append_list(&mut r.if_none_match, v);
+        } else if name.eq_ignore_ascii_case(b"if-modified-since") {
+            r.if_modified_since = Some(v.to_vec());
+        } else if name.eq_ignore_ascii_case(b"if-unmodified-since") {
+            r.if_unmodified_since = Some(v.to_vec());
+        } else if name.eq_ignore_ascii_case(b"range") {
+            if r.range.is_some() {
+                return reject(400);
+            }
+            r.range = Some(v.to_vec());
+        } else if name.eq_ignore_ascii_case(b"if-range") {
+            r.if_range = Some(v.to_vec());
+        } else if name.eq_ignore_ascii_case(b"referer") {
+            r.referer = Some(v.to_vec());
+        } else if name.eq_ignore_ascii_case(b"user-agent") {
+            r.user_agent = Some(v.to_vec());
+        }
+    }
+    // RFC 9112 §3.2: a 1.1 request without exactly one Host is a 400.
+    if (minor_version >= 1 && host_count == 0) || host_count > 1 {
+        return reject(400);
+    }
+    // RFC 9112 §6.1: both framings at once is a smuggling vector; refuse.
+    // A transfer coding on a 1.0 request cannot be framed either.
+    if transfer_encoding && (content_length.is_some() || minor_version == 0) {
+        return reject(400);
+    }
+    r.body = if transfer_encoding {
+        BodyFraming::Chunked
+    } else {
+        match content_length {
+            Some(0) | None => BodyFraming::None,
+            Some(n) => BodyFraming::Length(n),
+        }
+    };
+    r.keep_alive = if minor_version >= 1 {
+        !conn_close
+    } else {
+        conn_keep_alive && !conn_close
+    };
+    Parsed::Complete(Box::new(r))
+}
+
+fn append_list(slot: &mut Option<Vec<u8>>, v: &[u8]) {
+    match slot {
+        Some(old) => {
+            old.push(b',');
+            old.extend_from_slice(v);
+        }
+        None => *slot = Some(v.to_vec()),
+    }
+}
+
+pub(crate) fn trim(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// Parses a run of ASCII digits (nothing else) without overflow.
+pub(crate) fn parse_u64(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in v {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Parsed {
+        parse(s.as_bytes(), 4096, 8192)
+    }
+
+    fn status(s: &str) -> u16 {
+        match p(s) {
+            Parsed::Rejected(r) => r.status,
+            other => panic!("{s:?} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn basic() {
+        let Parsed::Complete(r) = p("GET /x HTTP/1.1\r\nHost: a\r\n\r\nNEXT") else {
+            panic!()
+        };
+        assert_eq!(r.method, Method::Get);
+        assert_eq!(r.target, b"/x");
+        assert!(r.keep_alive);
+        assert_eq!(r.head_len, 28);
+        let Parsed::Complete(r) = p("GET / HTTP/1.0\r\n\r\n") else {
+            panic!()
+        };
+        assert!(!r.keep_alive);
+        let Parsed::Complete(r) = p("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n") else {
+            panic!()
+        };
+        assert!(r.keep_alive);
+        let Parsed::Complete(r) = p("GET / HTTP/1.1\r\nHost: a\r\nConnection: x, close\r\n\r\n")
+        else {
+            panic!()
+        };
+        assert!(!r.keep_alive);
+        assert!(matches!(p("GET / HTTP/1.1\r\nHost: a\r\n"), Parsed::Partial));
+    }
+
+    #[test]
+    fn rejections() {
+        assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n"), 400);
+        assert_eq!(
+            status("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
+        );
+        assert_eq!(status("GET / HTTP/3.0\r\n\r\n"), 505);
+        assert_eq!(status("GET  / HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status("\x01GET / HTTP/1.1\r\n\r\n"), 400);
+        let long = format!("GET /{} HTTP/1.1\r\n", "a".repeat(5000));
+        assert_eq!(status(&long), 414);
+        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n", "a".repeat(9000));
+        assert_eq!(status(&big), 431);
+        let many: String = (0..100).map(|i| format!("X{i}: y\r\n")).collect();
+        assert_eq!(status(&format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n")), 431);
+    }
+
+    #[test]
+    fn body_framing() {
+        let Parsed::Complete(r) = p("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n")
+        else {
+            panic!()
+        };
+        assert_eq!(r.body, BodyFraming::Length(5));
+        let Parsed::Complete(r) = p("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+        else {
+            panic!()
+        };
+        assert_eq!(r.body, BodyFraming::Chunked);
+    }
+}

@@ -1,0 +1,394 @@
+//! Deciding the response: status, header block, and which bytes of the
+//! file follow it.
+
+use std::io::Write;
+
+use crate::date;
+use crate::request::{parse_u64, trim, Method, Request};
+
+/// What a driver learned from `fstat` of an opened path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMeta {
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: u32,
+    pub ino: u64,
+    pub kind: FileKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Regular,
+    Directory,
+    /// FIFOs, sockets, devices: never served.
+    Other,
+}
+
+/// A response, ready to transmit: `head` goes first, then `file` (a range
+/// of the file the driver opened for this request), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    /// Status line, header fields, blank line, and any in-memory body
+    /// (error pages).
+    pub head: Vec<u8>,
+    /// `(offset, length)` of the opened file to send after `head`.
+    pub file: Option<(u64, u64)>,
+    /// Whether the connection stays open after this response.
+    pub keep_alive: bool,
+    /// Body bytes this response carries (in `head` or from the file), for
+    /// the access log.
+    pub body_len: u64,
+}
+
+/// Per-response context that does not come from the request itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    pub server: &'a str,
+    pub keep_alive: bool,
+    /// Send `Connection: keep-alive` (HTTP/1.0 clients need it).
+    pub announce_keep_alive: bool,
+    pub head_only: bool,
+}
+
+struct Head {
+    buf: Vec<u8>,
+}
+
+impl Head {
+    fn new(status: u16, ctx: &Ctx) -> Head {
+        let mut buf = Vec::with_capacity(320);
+        let _ = write!(buf, "HTTP/1.1 {} {}\r\nServer: {}\r\n", status, reason(status), ctx.server);
+        date::with_http_date(|d| {
+            buf.extend_from_slice(b"Date: ");
+            buf.extend_from_slice(d.as_bytes());
+            buf.extend_from_slice(b"\r\n");
+        });
+        Head { buf }
+    }
+
+    fn header(&mut self, name: &str, value: impl std::fmt::Display) -> &mut Head {
+        let _ = write!(self.buf, "{name}: {value}\r\n");
+        self
+    }
+
+    fn finish(mut self, ctx: &Ctx) -> Vec<u8> {
+        if !ctx.keep_alive {
+            self.buf.extend_from_slice(b"Connection: close\r\n");
+        } else if ctx.announce_keep_alive {
+            self.buf.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        self.buf.extend_from_slice(b"\r\n");
+        self.buf
+    }
+}
+
+/// The reason phrase for every status spindle sends.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        412 => "Precondition Failed",
+        414 => "URI Too Long",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// An error (or redirect) response with a small HTML body.
+pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response {
+    let body = format!(
+        "<html>\r\n<head><title>{s} {r}</title></head>\r\n<body>\r\n<center><h1>{s} {r}</h1></center>\r\n<hr><center>{srv}</center>\r\n</body>\r\n</html>\r\n",
+        s = status,
+        r = reason(status),
+        srv = ctx.server
+    );
+    let mut h = Head::new(status, ctx);
+    h.header("Content-Type", "text/html; charset=utf-8")
+        .header("Content-Length", body.len());
+    for (n, v) in extra {
+        h.header(n, v);
+    }
+    let mut head = h.finish(ctx);
+    if !ctx.head_only {
+        head.extend_from_slice(body.as_bytes());
+    }
+    Response {
+        status,
+        head,
+        file: None,
+        keep_alive: ctx.keep_alive,
+        body_len: if ctx.head_only { 0 } else { body.len() as u64 },
+    }
+}
+
+/// The strong entity tag of a file version: inode, size and mtime (ns).
+pub fn etag(meta: &FileMeta) -> String {
+    format!(
+        "\"{:x}-{:x}-{:x}.{:x}\"",
+        meta.ino, meta.size, meta.mtime_sec, meta.mtime_nsec
+    )
+}
+
+/// The response for a regular file.
+pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ctx) -> Response {
+    let tag = etag(meta);
+    let last_modified = date::fmt_unix(meta.mtime_sec);
+
+    // RFC 9110 §13.2.2: the order in which preconditions are evaluated.
+    if let Some(v) = &req.if_match {
+        if !etag_list_matches(v, &tag, true) {
+            return error(412, ctx, &[]);
+        }
+    } else if let Some(since) = req.if_unmodified_since.as_deref().and_then(date::parse) {
+        if meta.mtime_sec > since {
+            return error(412, ctx, &[]);
+        }
+    }
+    let not_modified = if let Some(v) = &req.if_none_match {
+        etag_list_matches(v, &tag, false)
+    } else if let Some(since) = req.if_modified_since.as_deref().and_then(date::parse) {
+        meta.mtime_sec <= since
+    } else {
+        false
+    };
+    if not_modified {
+        let mut h = Head::new(304, ctx);
+        h.header("Last-Modified", &last_modified).header("ETag", &tag);
+        return Response {
+            status: 304,
+            head: h.finish(ctx),
+            file: None,
+            keep_alive: ctx.keep_alive,
+            body_len: 0,
+        };
+    }
+
+    let mut range = RangeResult::Full;
+    if req.method == Method::Get {
+        if let Some(r) = &req.range {
+            let honour = match &req.if_range {
+                None => true,
+                Some(v) => if_range_matches(v, &tag, meta.mtime_sec),
+            };
+            if honour {
+                range = parse_range(r, meta.size);
+            }
+        }
+    }
+    let ctype = content_type(rel_path);
+    let (status, offset, len) = match range {
+        RangeResult::Full => (200, 0, meta.size),
+        RangeResult::Partial(start, len) => (206, start, len),
+        RangeResult::Unsatisfiable => {
+            let cr = format!("bytes */{}", meta.size);
+            return error(416, ctx, &[("Content-Range", &cr)]);
+        }
+    };
+    let mut h = Head::new(status, ctx);
+    h.header("Content-Type", ctype)
+        .header("Content-Length", len)
+        .header("Last-Modified", &last_modified)
+        .header("ETag", &tag)
+        .header("Accept-Ranges", "bytes");
+    if status == 206 {
+        h.header(
+            "Content-Range",
+            format_args!("bytes {}-{}/{}", offset, offset + len - 1, meta.size),
+        );
+    }
+    let send_body = !ctx.head_only && len > 0;
+    Response {
+        status,
+        head: h.finish(ctx),
+        file: send_body.then_some((offset, len)),
+        keep_alive: ctx.keep_alive,
+        body_len: if send_body { len } else { 0 },
+    }
+}
+
+/// `Content-Type` from the extension; text types carry `charset=utf-8`.
+pub fn content_type(rel_path: &[u8]) -> String {
+    let name = rel_path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    let ext = match name.iter().rposition(|&b| b == b'.') {
+        Some(i) if i > 0 => std::str::from_utf8(&name[i + 1..]).unwrap_or(""),
+        _ => "",
+    };
+    let Some(mime) = mime_guess::from_ext(ext).first() else {
+        return "application/octet-stream".to_string();
+    };
+    let textual = mime.type_() == mime_guess::mime::TEXT
+        || matches!(
+            mime.essence_str(),
+            "application/javascript" | "application/json" | "application/xml" | "image/svg+xml"
+        );
+    if textual {
+        format!("{}; charset=utf-8", mime.essence_str())
+    } else {
+        mime.essence_str().to_string()
+    }
+}
+
+/// The outcome of a `Range` header against a file of a given size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeResult {
+    /// No usable range: send the whole file (200). Also used for syntax
+    /// that is not understood and for multiple ranges.
+    Full,
+    /// `(offset, length)`: 206.
+    Partial(u64, u64),
+    /// 416.
+    Unsatisfiable,
+}
+
+/// Parses a single byte range (`bytes=a-b`, `a-`, `-n`), RFC 9110 §14.1.
+pub fn parse_range(value: &[u8], size: u64) -> RangeResult {
+    let v = trim(value);
+    if v.len() < 6 || !v[..6].eq_ignore_ascii_case(b"bytes=") {
+        return RangeResult::Full;
+    }
+    let spec = trim(&v[6..]);
+    if spec.contains(&b',') {
+        return RangeResult::Full;
+    }
+    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
+        return RangeResult::Full;
+    };
+    let (first, last) = (trim(&spec[..dash]), trim(&spec[dash + 1..]));
+    if first.is_empty() {
+        let Some(n) = parse_u64(last) else {
+            return RangeResult::Full;
+        };
+        if n == 0 || size == 0 {
+            return RangeResult::Unsatisfiable;
+        }
+        let n = n.min(size);
+        return RangeResult::Partial(size - n, n);
+    }
+    let Some(a) = parse_u64(first) else {
+        return RangeResult::Full;
+    };
+    let b = if last.is_empty() {
+        None
+    } else {
+        match parse_u64(last) {
+            Some(b) if b >= a => Some(b),
+            _ => return RangeResult::Full,
+        }
+    };
+    if a >= size {
+        return RangeResult::Unsatisfiable;
+    }
+    let end = b.map_or(size - 1, |b| b.min(size - 1));
+    RangeResult::Partial(a, end - a + 1)
+}
+
+/// One entity tag from a list: `(weak, opaque)`, or `None` for `*`.
+fn etags(list: &[u8]) -> impl Iterator<Item = Option<(bool, &[u8])>> {
+    let mut rest = list;
+    std::iter::from_fn(move || loop {
+        while let [b' ' | b'\t' | b',', tail @ ..] = rest {
+            rest = tail;
+        }
+        if rest.is_empty() {
+            return None;
+        }
+        if rest[0] == b'*' {
+            rest = &rest[1..];
+            return Some(None);
+        }
+        let weak = rest.starts_with(b"W/");
+        if weak {
+            rest = &rest[2..];
+        }
+        if rest.first() != Some(&b'"') {
+            // Not an entity tag: skip to the next comma.
+            let next = rest.iter().position(|&b| b == b',').unwrap_or(rest.len());
+            rest = &rest[next..];
+            continue;
+        }
+        let close = rest[1..].iter().position(|&b| b == b'"');
+        let Some(close) = close else {
+            rest = &[];
+            return None;
+        };
+        let tag = &rest[..close + 2];
+        rest = &rest[close + 2..];
+        return Some(Some((weak, tag)));
+    })
+}
+
+/// Whether `ours` (a strong tag, quoted) is in `list`. `strong` selects the
+/// strong comparison (If-Match) instead of the weak one (If-None-Match).
+fn etag_list_matches(list: &[u8], ours: &str, strong: bool) -> bool {
+    etags(list).any(|t| match t {
+        None => true,
+        Some((weak, tag)) => tag == ours.as_bytes() && !(strong && weak),
+    })
+}
+
+fn if_range_matches(value: &[u8], ours: &str, mtime: i64) -> bool {
+    let v = trim(value);
+    if v.starts_with(b"\"") || v.starts_with(b"W/") {
+        // If-Range requires the strong comparison.
+        return v == ours.as_bytes();
+    }
+    date::parse(v) == Some(mtime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        use RangeResult::*;
+        assert_eq!(parse_range(b"bytes=0-0", 10), Partial(0, 1));
+        assert_eq!(parse_range(b"bytes=2-", 10), Partial(2, 8));
+        assert_eq!(parse_range(b"bytes=-3", 10), Partial(7, 3));
+        assert_eq!(parse_range(b"bytes=-30", 10), Partial(0, 10));
+        assert_eq!(parse_range(b"bytes=5-100", 10), Partial(5, 5));
+        assert_eq!(parse_range(b"Bytes=1-2", 10), Partial(1, 2));
+        assert_eq!(parse_range(b"bytes=10-", 10), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-0", 10), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-", 0), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=3-2", 10), Full);
+        assert_eq!(parse_range(b"bytes=0-1,3-4", 10), Full);
+        assert_eq!(parse_range(b"items=0-1", 10), Full);
+        assert_eq!(parse_range(b"bytes=x-1", 10), Full);
+        assert_eq!(parse_range(b"bytes=99999999999999999999-", 10), Full);
+    }
+
+    #[test]
+    fn etag_lists() {
+        let ours = "\"1-2-3.4\"";
+        assert!(etag_list_matches(b"\"1-2-3.4\"", ours, true));
+        assert!(etag_list_matches(b"\"x\", \"1-2-3.4\"", ours, true));
+        assert!(etag_list_matches(b"*", ours, true));
+        assert!(!etag_list_matches(b"W/\"1-2-3.4\"", ours, true));
+        assert!(etag_list_matches(b"W/\"1-2-3.4\"", ours, false));
+        assert!(!etag_list_matches(b"\"other\"", ours, false));
+        assert!(!etag_list_matches(b"garbage, \"1-2-3", ours, false));
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(content_type(b"a/index.html"), "text/html; charset=utf-8");
+        assert_eq!(content_type(b"x.css"), "text/css; charset=utf-8");
+        assert_eq!(content_type(b"v.mp4"), "video/mp4");
+        assert_eq!(content_type(b"blob"), "application/octet-stream");
+        assert_eq!(content_type(b".hidden"), "application/octet-stream");
+    }
+}

@@ -1,0 +1,484 @@
+//! The per-connection state machine, shared by every backend.
+//!
+//! ```text
+//!            feed(bytes)                 opened(meta | error)        sent()
+//!   Reading ────────────► next() ─Open──► AwaitOpen ───────────► AwaitSent ─────► Reading
+//!      ▲                     │                                        ▲    (keep-alive)
+//!      │                     ├─Respond (error, 405, 400 ...) ─────────┘
+//!      └──── NeedInput ◄─────┘                                   └──► Closed (close)
+//! ```
+//!
+//! Pipelined requests wait in the input buffer and are parsed one at a
+//! time, after the previous response has been handed back with
+//! [`Session::sent`], so responses always go out in request order.
+
+use std::ffi::CString;
+
+use crate::limits;
+use crate::path::{self, PathError};
+use crate::request::{self, BodyFraming, Method, Parsed, Request};
+use crate::response::{self, Ctx, FileKind, FileMeta, Response};
+
+/// Settings shared by every session of a server.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    pub server_name: String,
+    pub max_request_line: usize,
+    pub max_header_bytes: usize,
+    pub max_requests_per_connection: u64,
+    pub allow_dotfiles: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            server_name: "spindle".to_string(),
+            max_request_line: limits::DEFAULT_MAX_REQUEST_LINE,
+            max_header_bytes: limits::DEFAULT_MAX_HEADER_BYTES,
+            max_requests_per_connection: limits::DEFAULT_MAX_REQUESTS_PER_CONNECTION,
+            allow_dotfiles: false,
+        }
+    }
+}
+
+/// A path the driver must open beneath the document root (with
+/// `openat2(RESOLVE_BENEATH)` or an equally strict walk) and `fstat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenRequest {
+    /// Relative path, never empty, never absolute, no `..`.
+    pub path: CString,
+}
+
+/// Why a driver could not open a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenError {
+    /// ENOENT, ENOTDIR, ELOOP, EXDEV (escapes the root), ENAMETOOLONG: 404.
+    NotFound,
+    /// EACCES, EPERM: 403.
+    Forbidden,
+    /// EMFILE, ENFILE, ENOMEM: 503, try later.
+    Busy,
+    /// Anything else: 500.
+    Other,
+}
+
+impl OpenError {
+    /// Classifies an errno from `openat2`/`fstat`.
+    pub fn from_errno(errno: i32) -> OpenError {
+        match errno {
+            2 /* ENOENT */ | 20 /* ENOTDIR */ | 40 /* ELOOP */ | 18 /* EXDEV */
+            | 36 /* ENAMETOOLONG */ | 6 /* ENXIO */ => OpenError::NotFound,
+            13 /* EACCES */ | 1 /* EPERM */ => OpenError::Forbidden,
+            24 /* EMFILE */ | 23 /* ENFILE */ | 12 /* ENOMEM */ | 11 /* EAGAIN */ => OpenError::Busy,
+            _ => OpenError::Other,
+        }
+    }
+}
+
+/// What the driver must do next.
+#[derive(Debug)]
+pub enum Step {
+    /// Receive more bytes, then [`Session::feed`] them.
+    NeedInput,
+    /// Open this path, then call [`Session::opened`].
+    Open(OpenRequest),
+    /// Transmit this response, then call [`Session::sent`].
+    Respond(Response),
+    /// Close the connection (after a lingering close, if the peer may
+    /// still be sending).
+    Close,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Reading,
+    AwaitOpen,
+    AwaitSent { keep_alive: bool },
+    Closed,
+}
+
+/// What the access log needs of the last response.
+#[derive(Debug, Clone, Default)]
+pub struct LogInfo {
+    pub method: String,
+    pub target: Vec<u8>,
+    pub minor_version: u8,
+    pub status: u16,
+    pub referer: Option<Vec<u8>>,
+    pub user_agent: Option<Vec<u8>>,
+}
+
+/// One connection's protocol state.
+#[derive(Debug)]
+pub struct Session {
+    buf: Vec<u8>,
+    /// Request-body bytes still to drop before the next request.
+    discard: u64,
+    state: State,
+    served: u64,
+    current: Option<Box<Request>>,
+    /// Whether the current request allows the connection to stay open.
+    current_keep_alive: bool,
+    log: LogInfo,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session::new()
+    }
+}
+
+impl Session {
+    pub fn new() -> Session {
+        Session {
+            buf: Vec::new(),
+            discard: 0,
+            state: State::Reading,
+            served: 0,
+            current: None,
+            current_keep_alive: false,
+            log: LogInfo::default(),
+        }
+    }
+
+    /// Appends received bytes. Bytes of a request body being discarded are
+    /// dropped here.
+    pub fn feed(&mut self, mut data: &[u8]) {
+        if self.discard > 0 {
+            let n = (self.discard).min(data.len() as u64) as usize;
+            self.discard -= n as u64;
+            data = &data[n..];
+        }
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Whether the session can take more input now. False while a
+    /// response is being produced and the buffer already holds a full
+    /// head's worth of pipelined bytes (backpressure), and once closed.
+    pub fn wants_input(&self, cfg: &SessionConfig) -> bool {
+        match self.state {
+            State::Closed => false,
+            State::Reading => true,
+            _ => self.buf.len() < cfg.max_header_bytes,
+        }
+    }
+
+    /// True when part of a request (or of a body to discard) has arrived:
+    /// the driver applies the request-header timeout then, and the idle
+    /// keep-alive timeout otherwise.
+    pub fn mid_request(&self) -> bool {
+        self.discard > 0 || self.buf.iter().any(|&b| b != b'\r' && b != b'\n')
+    }
+
+    /// Requests answered so far on this connection.
+    pub fn served(&self) -> u64 {
+        self.served
+    }
+
+    /// The log fields of the response handed out last.
+    pub fn log_info(&self) -> &LogInfo {
+        &self.log
+    }
+
+    /// Decides the next step.
+    pub fn next(&mut self, cfg: &SessionConfig) -> Step {
+        match self.state {
+            State::Closed => return Step::Close,
+            State::AwaitOpen | State::AwaitSent { .. } => {
+                debug_assert!(false, "next() called while a step is outstanding");
+                return Step::NeedInput;
+            }
+            State::Reading => {}
+        }
+        if self.discard > 0 {
+            return Step::NeedInput;
+        }
+        // RFC 9112 §2.2: ignore empty lines before a request line.
+        let blank = self
+            .buf
+            .iter()
+            .position(|&b| b != b'\r' && b != b'\n')
+            .unwrap_or(self.buf.len());
+        self.buf.drain(..blank);
+        if self.buf.is_empty() {
+            return Step::NeedInput;
+        }
+        let req = match request::parse(&self.buf, cfg.max_request_line, cfg.max_header_bytes) {
+            Parsed::Partial => return Step::NeedInput,
+            Parsed::Rejected(r) => {
+                self.buf.clear();
+                self.log = LogInfo {
+                    method: r.method,
+                    target: r.target,
+                    minor_version: 1,
+                    ..LogInfo::default()
+                };
+                return self.respond_error(cfg, r.status, false, false, &[]);
+            }
+            Parsed::Complete(req) => req,
+        };
+        self.buf.drain(..req.head_len);
+        let mut keep_alive =
+            req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
+        match req.body {
+            BodyFraming::None => {}
+            BodyFraming::Length(n) if n <= limits::MAX_DISCARD_BODY => {
+                let have = (self.buf.len() as u64).min(n);
+                self.buf.drain(..have as usize);
+                self.discard = n - have;
+            }
+            BodyFraming::Length(_) | BodyFraming::Chunked => {
+                keep_alive = false;
+                self.buf.clear();
+            }
+        }
+        self.log = LogInfo {
+            method: req.method.as_str().to_string(),
+            target: req.target.clone(),
+            minor_version: req.minor_version,
+            status: 0,
+            referer: req.referer.clone(),
+            user_agent: req.user_agent.clone(),
+        };
+        let head_only = req.method == Method::Head;
+        let announce = req.minor_version == 0;
+        if let Method::Other(_) = req.method {
+            return self.respond_error(cfg, 405, keep_alive, announce, &[("Allow", "GET, HEAD")]);
+        }
+        let Some(target_path) = path::target_path(&req.target) else {
+            return self.respond_error(cfg, 400, false, announce, &[]);
+        };
+        match path::resolve(target_path, cfg.allow_dotfiles) {
+            Err(PathError::BadRequest) => self.respond_error(cfg, 400, false, announce, &[]),
+            Err(PathError::Hidden) => {
+                self.current_keep_alive = keep_alive;
+                let ctx = self.ctx(cfg, keep_alive, announce, head_only);
+                self.finish(response::error(404, &ctx, &[]))
+            }
+            Ok(resolved) => {
+                // NUL bytes were refused by `resolve`, so this cannot fail.
+                let path = CString::new(resolved.rel).expect("path has no NUL");
+                self.current_keep_alive = keep_alive;
+                self.current = Some(req);
+                self.state = State::AwaitOpen;
+                Step::Open(OpenRequest { path })
+            }
+        }
+    }
+
+    /// The driver's answer to [`Step::Open`]: the response to transmit.
+    pub fn opened(
+        &mut self,
+        cfg: &SessionConfig,
+        open_path: &OpenRequest,
+        result: Result<FileMeta, OpenError>,
+    ) -> Response {
+        assert_eq!(self.state, State::AwaitOpen, "opened() without Step::Open");
+        let req = self.current.take().expect("current request");
+        let keep_alive = self.current_keep_alive;
+        let ctx = self.ctx(cfg, keep_alive, req.minor_version == 0, req.method == Method::Head);
+        let resp = match result {
+            Ok(meta) => match meta.kind {
+                FileKind::Regular => response::for_file(&req, &meta, open_path.path.as_bytes(), &ctx),
+                FileKind::Directory if !open_path.path.as_bytes().ends_with(path::INDEX_FILE) => {
+                    let location = redirect_location(&req.target);
+                    response::error(301, &ctx, &[("Location", &location)])
+                }
+                _ => response::error(404, &ctx, &[]),
+            },
+            Err(OpenError::NotFound) => response::error(404, &ctx, &[]),
+            Err(OpenError::Forbidden) => response::error(403, &ctx, &[]),
+            Err(OpenError::Busy) => response::error(503, &ctx, &[("Retry-After", "1")]),
+            Err(OpenError::Other) => response::error(500, &ctx, &[]),
+        };
+        match self.finish(resp) {
+            Step::Respond(r) => r,
+            _ => unreachable!("finish always responds"),
+        }
+    }
+
+    /// The driver has transmitted the whole response.
+    pub fn sent(&mut self) {
+        let State::AwaitSent { keep_alive } = self.state else {
+            panic!("sent() without Step::Respond");
+        };
+        self.served += 1;
+        self.state = if keep_alive {
+            State::Reading
+        } else {
+            State::Closed
+        };
+    }
+
+    /// Marks the session closed (peer went away, timeout, shutdown).
+    pub fn close(&mut self) {
+        self.state = State::Closed;
+    }
+
+    fn ctx<'a>(&self, cfg: &'a SessionConfig, keep_alive: bool, announce: bool, head_only: bool) -> Ctx<'a> {
+        Ctx {
+            server: &cfg.server_name,
+            keep_alive,
+            announce_keep_alive: announce && keep_alive,
+            head_only,
+        }
+    }
+
+    fn respond_error(
+        &mut self,
+        cfg: &SessionConfig,
+        status: u16,
+        keep_alive: bool,
+        announce: bool,
+        extra: &[(&str, &str)],
+    ) -> Step {
+        let head_only = self.log.method == "HEAD";
+        let ctx = self.ctx(cfg, keep_alive, announce, head_only);
+        self.finish(response::error(status, &ctx, extra))
+    }
+
+    fn finish(&mut self, resp: Response) -> Step {
+        self.log.status = resp.status;
+        self.state = State::AwaitSent {
+            keep_alive: resp.keep_alive,
+        };
+        if !resp.keep_alive {
+            // Nothing after this response will be read as a request.
+            self.buf.clear();
+            self.discard = 0;
+        }
+        Step::Respond(resp)
+    }
+}
+
+/// `Location` for a directory requested without its trailing slash: the
+/// path with `/` appended, query preserved.
+fn redirect_location(target: &[u8]) -> String {
+    let path = path::target_path(target).unwrap_or(b"/");
+    let query = target
+        .iter()
+        .position(|&b| b == b'?')
+        .map_or(&b""[..], |i| &target[i..]);
+    let mut s = String::from_utf8_lossy(path).into_owned();
+    s.push('/');
+    s.push_str(&String::from_utf8_lossy(query));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(size: u64) -> FileMeta {
+        FileMeta {
+            size,
+            mtime_sec: 1_700_000_000,
+            mtime_nsec: 5,
+            ino: 42,
+            kind: FileKind::Regular,
+        }
+    }
+
+    fn head_str(r: &Response) -> String {
+        String::from_utf8_lossy(&r.head).into_owned()
+    }
+
+    #[test]
+    fn pipelined_requests_in_order() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+        for name in ["a", "b"] {
+            let Step::Open(o) = s.next(&cfg) else { panic!() };
+            assert_eq!(o.path.as_bytes(), name.as_bytes());
+            let r = s.opened(&cfg, &o, Ok(meta(3)));
+            assert_eq!(r.status, 200);
+            assert_eq!(r.file, Some((0, 3)));
+            s.sent();
+        }
+        assert!(matches!(s.next(&cfg), Step::NeedInput));
+        assert!(!s.mid_request());
+    }
+
+    #[test]
+    fn body_is_discarded_across_feeds() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        s.feed(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123");
+        let Step::Respond(r) = s.next(&cfg) else { panic!() };
+        assert_eq!(r.status, 405);
+        assert!(head_str(&r).contains("Allow: GET, HEAD"));
+        assert!(r.keep_alive);
+        s.sent();
+        assert!(matches!(s.next(&cfg), Step::NeedInput));
+        s.feed(b"456789GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else { panic!() };
+        assert_eq!(o.path.as_bytes(), b"b");
+    }
+
+    #[test]
+    fn chunked_body_closes() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else { panic!() };
+        let r = s.opened(&cfg, &o, Ok(meta(3)));
+        assert!(!r.keep_alive);
+        assert!(head_str(&r).contains("Connection: close"));
+        s.sent();
+        assert!(matches!(s.next(&cfg), Step::Close));
+    }
+
+    #[test]
+    fn directory_redirect_and_errors() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        s.feed(b"GET /d?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else { panic!() };
+        let mut m = meta(0);
+        m.kind = FileKind::Directory;
+        let r = s.opened(&cfg, &o, Ok(m));
+        assert_eq!(r.status, 301);
+        assert!(head_str(&r).contains("Location: /d/?x=1\r\n"));
+        s.sent();
+        s.feed(b"GET /../x HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Respond(r) = s.next(&cfg) else { panic!() };
+        assert_eq!(r.status, 400);
+        assert!(!r.keep_alive);
+    }
+
+    #[test]
+    fn conditionals() {
+        let cfg = SessionConfig::default();
+        let tag = response::etag(&meta(5));
+        let lm = crate::date::fmt_unix(1_700_000_000);
+        let cases = [
+            (format!("If-None-Match: {tag}"), 304),
+            (format!("If-None-Match: W/{tag}"), 304),
+            ("If-None-Match: \"nope\"".to_string(), 200),
+            (format!("If-Modified-Since: {lm}"), 304),
+            (format!("If-Match: {tag}"), 200),
+            ("If-Match: \"nope\"".to_string(), 412),
+            ("If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT".to_string(), 412),
+            ("Range: bytes=1-2".to_string(), 206),
+            (format!("Range: bytes=1-2\r\nIf-Range: {tag}"), 206),
+            ("Range: bytes=1-2\r\nIf-Range: \"old\"".to_string(), 200),
+            (format!("Range: bytes=1-2\r\nIf-Range: {lm}"), 206),
+            ("Range: bytes=9-".to_string(), 416),
+        ];
+        for (hdr, want) in cases {
+            let mut s = Session::new();
+            s.feed(format!("GET /f HTTP/1.1\r\nHost: x\r\n{hdr}\r\n\r\n").as_bytes());
+            let Step::Open(o) = s.next(&cfg) else { panic!() };
+            let r = s.opened(&cfg, &o, Ok(meta(5)));
+            assert_eq!(r.status, want, "{hdr}");
+            if want == 206 {
+                assert!(head_str(&r).contains("Content-Range: bytes 1-2/5\r\n"));
+                assert_eq!(r.file, Some((1, 2)));
+            }
+            if want == 416 {
+                assert!(head_str(&r).contains("Content-Range: bytes */5\r\n"));
+            }
+        }
+    }
+}
