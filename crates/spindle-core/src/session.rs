@@ -119,6 +119,9 @@ pub struct Session {
     current: Option<Box<Request>>,
     /// Whether the current request allows the connection to stay open.
     current_keep_alive: bool,
+    /// Input was left unread when the session decided to close: the peer
+    /// may still be sending, so the driver should close lingeringly.
+    unread_input: bool,
     log: LogInfo,
 }
 
@@ -137,6 +140,7 @@ impl Session {
             served: 0,
             current: None,
             current_keep_alive: false,
+            unread_input: false,
             log: LogInfo::default(),
         }
     }
@@ -175,6 +179,15 @@ impl Session {
         self.served
     }
 
+    /// Whether the connection should be closed lingeringly (write side
+    /// first, then drain input for a while): true when the session stopped
+    /// reading with input possibly still on its way, e.g. after a rejected
+    /// request or an unread body. A reset in that case could destroy the
+    /// response before the peer reads it.
+    pub fn linger_advised(&self) -> bool {
+        self.unread_input
+    }
+
     /// The log fields of the response handed out last.
     pub fn log_info(&self) -> &LogInfo {
         &self.log
@@ -206,6 +219,7 @@ impl Session {
         let req = match request::parse(&self.buf, cfg.max_request_line, cfg.max_header_bytes) {
             Parsed::Partial => return Step::NeedInput,
             Parsed::Rejected(r) => {
+                self.unread_input = true;
                 self.buf.clear();
                 self.log = LogInfo {
                     method: r.method,
@@ -229,6 +243,7 @@ impl Session {
             }
             BodyFraming::Length(_) | BodyFraming::Chunked => {
                 keep_alive = false;
+                self.unread_input = true;
                 self.buf.clear();
             }
         }
@@ -344,6 +359,9 @@ impl Session {
         };
         if !resp.keep_alive {
             // Nothing after this response will be read as a request.
+            if !self.buf.is_empty() || self.discard > 0 {
+                self.unread_input = true;
+            }
             self.buf.clear();
             self.discard = 0;
         }

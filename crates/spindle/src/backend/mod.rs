@@ -1,0 +1,72 @@
+//! The I/O backends: one module each, behind one interface.
+//!
+//! A backend runs one worker: an event loop on its own thread that
+//! accepts connections on the worker's listening sockets, feeds received
+//! bytes to a [`spindle_core::Session`] per connection, opens the paths the
+//! session asks for beneath the root, and moves the response bytes (a
+//! header block, then a range of the opened file) to the socket. None of
+//! them knows HTTP: status, headers and ranges all come from the core.
+//!
+//! Every backend honours the same [`WorkerContext`]: the limits and
+//! timeouts of [`Config`], the access log, and the shutdown signal
+//! (stop accepting, finish responses in flight up to the drain timeout,
+//! return).
+
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use spindle_core::SessionConfig;
+
+use crate::accesslog::AccessLog;
+use crate::config::{BackendKind, Config};
+use crate::fs::Root;
+
+pub mod uring;
+
+/// Everything a worker needs.
+pub struct WorkerContext {
+    pub id: usize,
+    /// This worker's listening sockets (blocking mode; a backend may
+    /// change that).
+    pub listeners: Vec<OwnedFd>,
+    pub root: Arc<Root>,
+    pub cfg: Arc<Config>,
+    pub session_cfg: Arc<SessionConfig>,
+    pub log: AccessLog,
+    pub shutdown: ShutdownSignal,
+    /// Report `Ok` once set up (or the setup error) exactly once.
+    pub ready: Sender<Result<(), String>>,
+}
+
+/// Set when the server should drain and stop; the eventfd becomes readable
+/// at the same moment, so an event loop can wait on it.
+#[derive(Clone)]
+pub struct ShutdownSignal {
+    pub flag: Arc<AtomicBool>,
+    /// An eventfd owned by the server; written once on shutdown.
+    pub eventfd: RawFd,
+}
+
+impl ShutdownSignal {
+    pub fn requested(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+}
+
+/// Runs one worker of the chosen backend until shutdown.
+pub fn run_worker(kind: BackendKind, ctx: WorkerContext) -> Result<(), String> {
+    match kind {
+        BackendKind::IoUring => uring::run(ctx),
+        other => Err(format!("backend {} is not built yet", other.name())),
+    }
+}
+
+/// Checks that a backend can run here, before any worker starts.
+pub fn probe(kind: BackendKind) -> Result<(), String> {
+    match kind {
+        BackendKind::IoUring => uring::probe(),
+        other => Err(format!("backend {} is not built yet", other.name())),
+    }
+}

@@ -1,0 +1,1070 @@
+//! The io_uring backend (the default).
+//!
+//! One ring per worker thread, and every operation goes through it:
+//! multishot `ACCEPT` on the worker's `SO_REUSEPORT` sockets, `RECV` into a
+//! provided-buffer ring (so an idle connection holds no receive buffer),
+//! `OPENAT2` beneath the root, `READ` of file chunks, `SEND`, `SHUTDOWN`,
+//! `CLOSE`, and a `TIMEOUT` tick that drives the connection timers. The
+//! worker sleeps only in `io_uring_enter`, so it never blocks on the disk:
+//! a read of cached pages completes inline during submission, and a read
+//! that misses the page cache is completed by the kernel's async
+//! buffered-read path (or an io-wq thread, capped at `--max-inflight`),
+//! while the loop keeps serving other connections.
+//!
+//! Data path: the response head is copied into the front of a chunk buffer
+//! from a bounded per-worker pool (`--max-inflight` buffers of
+//! `--chunk-size` bytes), the first chunk of the file is `READ` in right
+//! behind it, and both leave in one `SEND`. Later chunks reuse the buffer.
+//! A small file therefore costs one `READ` and one `SEND`, both usually
+//! completed inline in the same `io_uring_enter`. ARCHITECTURE.md records
+//! the measurements behind this choice.
+//!
+//! Invariants (asserted): a connection slot is reused only after every
+//! operation that names it has completed; every buffer handed to the
+//! kernel (receive ring, chunk pool, open paths, the tick timespec) lives
+//! in the worker until the ring has reported the operation's final
+//! completion; the worker returns only when no operation is in flight.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use spindle_core::accesslog;
+use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
+
+use super::WorkerContext;
+use crate::fs;
+use crate::net;
+
+/// Submission queue entries per ring (the completion queue is twice this).
+pub const RING_ENTRIES: u32 = 4096;
+/// Size of one provided receive buffer.
+pub const RECV_BUF_SIZE: usize = 4096;
+/// Provided receive buffers per worker (a power of two).
+pub const RECV_BUF_COUNT: u16 = 1024;
+/// Bytes reserved in front of each chunk buffer for the response head.
+pub const HEAD_RESERVE: usize = 4096;
+/// How often connection timers are checked.
+pub const TICK: Duration = Duration::from_millis(250);
+/// How long a closing connection keeps reading (and discarding) what the
+/// peer still sends, so that the kernel does not answer it with a RST that
+/// could destroy the response before the peer has read it.
+pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most a lingering close reads before giving up.
+pub const LINGER_MAX_BYTES: usize = 256 * 1024;
+/// Pause before accepting again after EMFILE/ENFILE, so a full descriptor
+/// table cannot make the loop spin.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+const BGID: u16 = 0;
+const NO_SLOT: u32 = 0xFF_FFFF;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Op {
+    Accept = 1,
+    Recv,
+    Open,
+    Read,
+    Send,
+    Shutdown,
+    Close,
+    Cancel,
+    Tick,
+    Wake,
+}
+
+impl Op {
+    fn from_u8(v: u8) -> Op {
+        match v {
+            1 => Op::Accept,
+            2 => Op::Recv,
+            3 => Op::Open,
+            4 => Op::Read,
+            5 => Op::Send,
+            6 => Op::Shutdown,
+            7 => Op::Close,
+            8 => Op::Cancel,
+            9 => Op::Tick,
+            10 => Op::Wake,
+            _ => panic!("unknown op {v} in user_data"),
+        }
+    }
+}
+
+/// user_data: op in bits 0..8, slot in 8..32, generation in 32..64.
+fn ud(op: Op, slot: u32, gen: u32) -> u64 {
+    debug_assert!(slot <= NO_SLOT);
+    op as u64 | (slot as u64) << 8 | (gen as u64) << 32
+}
+
+fn ud_parts(v: u64) -> (Op, u32, u32) {
+    (Op::from_u8(v as u8), (v >> 8) as u32 & NO_SLOT, (v >> 32) as u32)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for (more of) a request.
+    Reading,
+    /// `OPENAT2` in flight.
+    Opening,
+    /// Transmitting a response.
+    Sending,
+    /// Write side shut; reading and discarding until EOF or timeout.
+    Lingering,
+    /// Waiting for in-flight operations to finish, then `CLOSE`.
+    Closing,
+}
+
+/// The path and `open_how` of an `OPENAT2`; boxed so their addresses stay
+/// fixed while the kernel reads them.
+struct PendingOpen {
+    req: OpenRequest,
+    how: types::OpenHow,
+}
+
+/// A response being transmitted.
+struct Tx {
+    resp: Response,
+    head_sent: usize,
+    /// The head travels in the chunk buffer with the first file bytes.
+    head_in_buf: bool,
+    file_off: u64,
+    file_left: u64,
+    body_sent: u64,
+    /// Pool buffer held by this response.
+    buf: Option<u32>,
+    buf_len: usize,
+    buf_sent: usize,
+    /// Queued in `pool_waiters` for a chunk buffer.
+    waiting: bool,
+}
+
+struct Conn {
+    fd: RawFd,
+    gen: u32,
+    session: Session,
+    phase: Phase,
+    /// Ring operations in flight that name this slot.
+    inflight: u32,
+    recv_armed: bool,
+    peer_eof: bool,
+    deadline: Instant,
+    open: Option<Box<PendingOpen>>,
+    file: Option<OwnedFd>,
+    tx: Option<Tx>,
+    lingered: usize,
+}
+
+struct Worker {
+    ring: IoUring,
+    ctx: WorkerContext,
+    conns: Vec<Option<Conn>>,
+    free: Vec<u32>,
+    live: usize,
+    max_conns: usize,
+    next_gen: u32,
+    /// Every operation in flight, for the shutdown invariant.
+    ring_inflight: usize,
+    // Receive buffers, provided to the kernel through a buffer ring.
+    recv_bufs: Box<[u8]>,
+    br_entries: *mut types::BufRingEntry,
+    br_layout: std::alloc::Layout,
+    br_tail: u16,
+    // Chunk buffer pool.
+    pool: Vec<Box<[u8]>>,
+    pool_free: Vec<u32>,
+    pool_limit: usize,
+    pool_waiters: VecDeque<u32>,
+    chunk_size: usize,
+    // Accepting.
+    accept_armed: Vec<bool>,
+    accept_resume: Option<Instant>,
+    listeners: Vec<OwnedFd>,
+    // Timers and shutdown.
+    now: Instant,
+    tick_ts: Box<types::Timespec>,
+    tick_armed: bool,
+    wake_buf: Box<u64>,
+    draining: bool,
+    drain_deadline: Option<Instant>,
+    rearm: Vec<u32>,
+    warned_emfile: bool,
+}
+
+/// Checks that io_uring is usable here and supports every operation the
+/// backend uses.
+pub fn probe() -> Result<(), String> {
+    let ring = IoUring::new(8).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::EPERM) => {
+                "it is disabled (sysctl kernel.io_uring_disabled) or blocked by a seccomp filter"
+            }
+            Some(libc::ENOSYS) => "this kernel was built without it",
+            _ => "setup failed",
+        };
+        format!("io_uring is unavailable: {why} ({e}); choose another --backend")
+    })?;
+    let mut p = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut p)
+        .map_err(|e| format!("io_uring probe failed: {e}"))?;
+    for (code, name) in [
+        (opcode::AcceptMulti::CODE, "ACCEPT"),
+        (opcode::Recv::CODE, "RECV"),
+        (opcode::OpenAt2::CODE, "OPENAT2"),
+        (opcode::Read::CODE, "READ"),
+        (opcode::Send::CODE, "SEND"),
+        (opcode::Shutdown::CODE, "SHUTDOWN"),
+        (opcode::Close::CODE, "CLOSE"),
+    ] {
+        if !p.is_supported(code) {
+            return Err(format!(
+                "io_uring on this kernel lacks {name} (Linux 6.1 or later is needed); choose another --backend"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs one io_uring worker until shutdown.
+pub fn run(ctx: WorkerContext) -> Result<(), String> {
+    let mut w = Worker::new(ctx)?;
+    let _ = w.ctx.ready.send(Ok(()));
+    w.event_loop()?;
+    Ok(())
+}
+
+impl Worker {
+    fn new(ctx: WorkerContext) -> Result<Worker, String> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_submit_all()
+            .setup_cqsize(RING_ENTRIES * 4)
+            .build(RING_ENTRIES)
+            .map_err(|e| format!("io_uring setup failed: {e}"))?;
+        // Disk reads that cannot complete inline go to io-wq's bounded
+        // workers; cap them at the configured number of reads in flight.
+        let inflight = ctx.cfg.max_inflight;
+        let mut max = [inflight, inflight];
+        let _ = ring.submitter().register_iowq_max_workers(&mut max);
+
+        let count = RECV_BUF_COUNT as usize;
+        let recv_bufs = vec![0u8; count * RECV_BUF_SIZE].into_boxed_slice();
+        let br_layout = std::alloc::Layout::from_size_align(
+            count * std::mem::size_of::<types::BufRingEntry>(),
+            4096,
+        )
+        .expect("buffer ring layout");
+        // SAFETY: the layout has a non-zero size.
+        let br_entries = unsafe { std::alloc::alloc_zeroed(br_layout) }.cast::<types::BufRingEntry>();
+        if br_entries.is_null() {
+            return Err("out of memory for the receive buffer ring".into());
+        }
+        // SAFETY: `br_entries` points at `count` zeroed, page-aligned entries
+        // that stay allocated until Worker::drop, which runs only after the
+        // ring (and with it the registration) is gone.
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(br_entries as u64, RECV_BUF_COUNT, BGID, 0)
+                .map_err(|e| format!("io_uring provided buffers unavailable: {e}"))?;
+        }
+        let max_conns = ctx.cfg.max_connections_per_worker();
+        let mut ctx = ctx;
+        let listeners = std::mem::take(&mut ctx.listeners);
+        let mut w = Worker {
+            ring,
+            conns: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            max_conns,
+            next_gen: 1,
+            ring_inflight: 0,
+            recv_bufs,
+            br_entries,
+            br_layout,
+            br_tail: 0,
+            pool: Vec::new(),
+            pool_free: Vec::new(),
+            pool_limit: ctx.cfg.max_inflight as usize,
+            pool_waiters: VecDeque::new(),
+            chunk_size: ctx.cfg.chunk_size as usize,
+            accept_armed: vec![false; listeners.len()],
+            accept_resume: None,
+            listeners,
+            now: Instant::now(),
+            tick_ts: Box::new(
+                types::Timespec::new()
+                    .sec(TICK.as_secs())
+                    .nsec(TICK.subsec_nanos()),
+            ),
+            tick_armed: false,
+            wake_buf: Box::new(0),
+            draining: false,
+            drain_deadline: None,
+            rearm: Vec::new(),
+            warned_emfile: false,
+            ctx,
+        };
+        for bid in 0..RECV_BUF_COUNT {
+            w.provide_recv_buf(bid);
+        }
+        for i in 0..w.listeners.len() {
+            w.arm_accept(i);
+        }
+        w.arm_tick();
+        let efd = w.ctx.shutdown.eventfd;
+        let ptr = (&mut *w.wake_buf as *mut u64).cast::<u8>();
+        w.push(opcode::Read::new(types::Fd(efd), ptr, 8).build(), ud(Op::Wake, NO_SLOT, 0));
+        Ok(w)
+    }
+
+    // ----- submission helpers -------------------------------------------
+
+    fn push(&mut self, sqe: squeue::Entry, user_data: u64) {
+        let sqe = sqe.user_data(user_data);
+        loop {
+            // SAFETY: every buffer an entry names is owned by the worker (or
+            // by a connection slot that is not reused while the entry is in
+            // flight) and outlives the operation; see the module invariants.
+            let pushed = unsafe { self.ring.submission().push(&sqe) };
+            if pushed.is_ok() {
+                break;
+            }
+            // Submission queue full: hand what is queued to the kernel.
+            if let Err(e) = self.ring.submit() {
+                if e.raw_os_error() != Some(libc::EBUSY) && e.raw_os_error() != Some(libc::EINTR) {
+                    panic!("io_uring_enter failed: {e}");
+                }
+            }
+        }
+        self.ring_inflight += 1;
+    }
+
+    fn push_conn(&mut self, slot: u32, op: Op, sqe: squeue::Entry) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        c.inflight += 1;
+        let gen = c.gen;
+        self.push(sqe, ud(op, slot, gen));
+    }
+
+    fn provide_recv_buf(&mut self, bid: u16) {
+        let mask = RECV_BUF_COUNT - 1;
+        // SAFETY: `br_entries` holds RECV_BUF_COUNT entries; the index is
+        // masked into range. The kernel only consumes entries below the
+        // tail, and this one is published by the tail store that follows.
+        unsafe {
+            let e = &mut *self.br_entries.add((self.br_tail & mask) as usize);
+            e.set_addr(self.recv_bufs.as_ptr().add(bid as usize * RECV_BUF_SIZE) as u64);
+            e.set_len(RECV_BUF_SIZE as u32);
+            e.set_bid(bid);
+        }
+        self.br_tail = self.br_tail.wrapping_add(1);
+        // SAFETY: the tail lives inside the entries allocation; the kernel
+        // reads it with acquire semantics, so it is stored with release.
+        unsafe {
+            let tail = types::BufRingEntry::tail(self.br_entries) as *const std::sync::atomic::AtomicU16;
+            (*tail).store(self.br_tail, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    fn arm_accept(&mut self, i: usize) {
+        if self.accept_armed[i] || self.draining || self.live >= self.max_conns {
+            return;
+        }
+        let fd = self.listeners[i].as_raw_fd();
+        self.accept_armed[i] = true;
+        self.push(
+            opcode::AcceptMulti::new(types::Fd(fd))
+                .flags(libc::SOCK_CLOEXEC)
+                .build(),
+            ud(Op::Accept, i as u32, 0),
+        );
+    }
+
+    fn cancel_accepts(&mut self) {
+        for i in 0..self.listeners.len() {
+            if self.accept_armed[i] {
+                self.push(
+                    opcode::AsyncCancel::new(ud(Op::Accept, i as u32, 0)).build(),
+                    ud(Op::Cancel, NO_SLOT, 0),
+                );
+            }
+        }
+    }
+
+    fn arm_tick(&mut self) {
+        if self.tick_armed {
+            return;
+        }
+        self.tick_armed = true;
+        let ts: *const types::Timespec = &*self.tick_ts;
+        self.push(opcode::Timeout::new(ts).build(), ud(Op::Tick, NO_SLOT, 0));
+    }
+
+    // ----- the loop -----------------------------------------------------
+
+    fn event_loop(&mut self) -> Result<(), String> {
+        let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(RING_ENTRIES as usize);
+        loop {
+            if self.draining && self.live == 0 {
+                self.stop_timers_and_listeners();
+                if self.ring_inflight == 0 {
+                    return Ok(());
+                }
+            }
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+                Err(e) => return Err(format!("io_uring_enter failed: {e}")),
+            }
+            self.now = Instant::now();
+            cqes.clear();
+            cqes.extend(
+                self.ring
+                    .completion()
+                    .map(|c| (c.user_data(), c.result(), c.flags())),
+            );
+            for &(user_data, res, flags) in &cqes {
+                self.complete(user_data, res, flags);
+            }
+            for slot in std::mem::take(&mut self.rearm) {
+                if let Some(c) = &self.conns[slot as usize] {
+                    if matches!(c.phase, Phase::Reading | Phase::Opening | Phase::Sending | Phase::Lingering) {
+                        self.arm_recv(slot);
+                    }
+                }
+            }
+        }
+    }
+
+    fn stop_timers_and_listeners(&mut self) {
+        if self.tick_armed {
+            self.tick_armed = false;
+            self.push(
+                opcode::TimeoutRemove::new(ud(Op::Tick, NO_SLOT, 0)).build(),
+                ud(Op::Cancel, NO_SLOT, 0),
+            );
+        }
+    }
+
+    fn complete(&mut self, user_data: u64, res: i32, flags: u32) {
+        let (op, slot, gen) = ud_parts(user_data);
+        let more = cqueue::more(flags);
+        if !more {
+            self.ring_inflight -= 1;
+        }
+        match op {
+            Op::Accept => self.on_accept(slot as usize, res, more),
+            Op::Tick => {
+                if self.tick_armed {
+                    self.tick_armed = false;
+                    self.on_tick();
+                }
+            }
+            Op::Wake => self.on_wake(),
+            Op::Cancel => {}
+            Op::Close if slot == NO_SLOT => {}
+            _ => {
+                let Some(c) = self.conns[slot as usize].as_mut() else {
+                    panic!("completion {op:?} for empty slot {slot}");
+                };
+                assert_eq!(c.gen, gen, "completion for a reused slot");
+                c.inflight -= 1;
+                match op {
+                    Op::Recv => self.on_recv(slot, res, flags),
+                    Op::Open => self.on_open(slot, res),
+                    Op::Read => self.on_read(slot, res),
+                    Op::Send => self.on_send(slot, res),
+                    Op::Shutdown => self.maybe_release(slot),
+                    Op::Close => unreachable!("connection closes carry NO_SLOT"),
+                    _ => unreachable!(),
+                }
+            }
+        }
+    }
+
+    // ----- accepting ----------------------------------------------------
+
+    fn on_accept(&mut self, i: usize, res: i32, more: bool) {
+        if !more {
+            self.accept_armed[i] = false;
+        }
+        if res < 0 {
+            match -res {
+                libc::ECANCELED => {}
+                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                    if !self.warned_emfile {
+                        eprintln!(
+                            "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
+                            self.ctx.id,
+                            std::io::Error::from_raw_os_error(-res),
+                            ACCEPT_BACKOFF
+                        );
+                        self.warned_emfile = true;
+                    }
+                    self.accept_resume = Some(self.now + ACCEPT_BACKOFF);
+                }
+                _ => {
+                    if !more {
+                        self.arm_accept(i);
+                    }
+                }
+            }
+            return;
+        }
+        let fd = res;
+        if self.draining || self.live >= self.max_conns {
+            // Raced with a cancel: this one was already accepted.
+            self.push(opcode::Close::new(types::Fd(fd)).build(), ud(Op::Close, NO_SLOT, 0));
+            return;
+        }
+        net::set_nodelay(fd);
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                (self.conns.len() - 1) as u32
+            }
+        };
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        self.conns[slot as usize] = Some(Conn {
+            fd,
+            gen,
+            session: Session::new(),
+            phase: Phase::Reading,
+            inflight: 0,
+            recv_armed: false,
+            peer_eof: false,
+            deadline: self.now + self.ctx.cfg.keepalive_timeout,
+            open: None,
+            file: None,
+            tx: None,
+            lingered: 0,
+        });
+        self.live += 1;
+        if self.live >= self.max_conns {
+            // Stop accepting; the kernel's backlog holds new connections
+            // until a slot frees up.
+            self.cancel_accepts();
+        }
+        if !more && self.live < self.max_conns {
+            self.arm_accept(i);
+        }
+        self.drive(slot);
+    }
+
+    // ----- the protocol loop -------------------------------------------
+
+    fn conn(&mut self, slot: u32) -> &mut Conn {
+        self.conns[slot as usize].as_mut().expect("live slot")
+    }
+
+    /// Asks the session what to do next, and starts doing it.
+    fn drive(&mut self, slot: u32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let now = self.now;
+        let (keepalive, header_timeout) = (self.ctx.cfg.keepalive_timeout, self.ctx.cfg.header_timeout);
+        let draining = self.draining;
+        let c = self.conn(slot);
+        debug_assert_eq!(c.phase, Phase::Reading);
+        match c.session.next(&cfg) {
+            Step::NeedInput => {
+                if c.peer_eof {
+                    self.begin_close(slot, false);
+                    return;
+                }
+                c.deadline = now + if c.session.mid_request() { header_timeout } else { keepalive };
+                if draining && !c.session.mid_request() {
+                    self.begin_close(slot, false);
+                    return;
+                }
+                self.arm_recv(slot);
+            }
+            Step::Open(req) => {
+                c.phase = Phase::Opening;
+                let pending = Box::new(PendingOpen {
+                    req,
+                    how: types::OpenHow::new()
+                        .flags(fs::OPEN_FLAGS)
+                        .resolve(fs::RESOLVE_FLAGS),
+                });
+                let path = pending.req.path.as_ptr();
+                let how: *const types::OpenHow = &pending.how;
+                c.open = Some(pending);
+                let root = self.ctx.root.fd();
+                self.push_conn(slot, Op::Open, opcode::OpenAt2::new(types::Fd(root), path, how).build());
+                self.arm_recv(slot);
+            }
+            Step::Respond(resp) => self.start_tx(slot, resp),
+            Step::Close => {
+                let linger = c.session.linger_advised();
+                self.begin_close(slot, linger);
+            }
+        }
+    }
+
+    fn arm_recv(&mut self, slot: u32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(slot);
+        let want = match c.phase {
+            Phase::Lingering => true,
+            Phase::Closing => false,
+            _ => c.session.wants_input(&cfg),
+        };
+        if c.recv_armed || c.peer_eof || !want {
+            return;
+        }
+        c.recv_armed = true;
+        let fd = c.fd;
+        self.push_conn(
+            slot,
+            Op::Recv,
+            opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), RECV_BUF_SIZE as u32)
+                .buf_group(BGID)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT),
+        );
+    }
+
+    fn on_recv(&mut self, slot: u32, res: i32, flags: u32) {
+        let c = self.conn(slot);
+        c.recv_armed = false;
+        if res > 0 {
+            let bid = cqueue::buffer_select(flags).expect("recv completed without a buffer");
+            let start = bid as usize * RECV_BUF_SIZE;
+            let data = &self.recv_bufs[start..start + res as usize];
+            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            match c.phase {
+                Phase::Lingering => c.lingered += res as usize,
+                Phase::Closing => {}
+                _ => c.session.feed(data),
+            }
+            self.provide_recv_buf(bid);
+        } else if res == 0 {
+            c.peer_eof = true;
+        } else if res == -libc::ENOBUFS {
+            // Every receive buffer is in use at this instant; retry once
+            // this batch of completions has returned some.
+            self.rearm.push(slot);
+            return;
+        } else if res != -libc::ECANCELED {
+            // ECONNRESET and friends: the peer is gone.
+            c.peer_eof = true;
+            if c.phase != Phase::Closing {
+                self.abort(slot);
+            } else {
+                self.maybe_release(slot);
+            }
+            return;
+        }
+        let c = self.conn(slot);
+        match c.phase {
+            Phase::Reading => self.drive(slot),
+            Phase::Lingering => {
+                if c.peer_eof || c.lingered > LINGER_MAX_BYTES {
+                    c.phase = Phase::Closing;
+                    self.maybe_release(slot);
+                } else {
+                    self.arm_recv(slot);
+                }
+            }
+            Phase::Closing => self.maybe_release(slot),
+            Phase::Opening | Phase::Sending => self.arm_recv(slot),
+        }
+    }
+
+    fn on_open(&mut self, slot: u32, res: i32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(slot);
+        let pending = c.open.take().expect("open in flight");
+        let result = if res >= 0 {
+            // SAFETY: OPENAT2 returned a new descriptor that nothing else owns.
+            let file = unsafe { OwnedFd::from_raw_fd(res) };
+            match fs::inspect_opened(file.as_raw_fd()) {
+                Ok(meta) => {
+                    c.file = Some(file);
+                    Ok(meta)
+                }
+                Err(e) => Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+            }
+        } else {
+            Err(OpenError::from_errno(-res))
+        };
+        if c.phase == Phase::Closing {
+            c.file = None;
+            self.maybe_release(slot);
+            return;
+        }
+        let resp = c.session.opened(&cfg, &pending.req, result);
+        if resp.file.is_none() {
+            c.file = None;
+        }
+        self.start_tx(slot, resp);
+    }
+
+    // ----- transmitting -------------------------------------------------
+
+    fn start_tx(&mut self, slot: u32, resp: Response) {
+        let send_timeout = self.ctx.cfg.send_timeout;
+        let now = self.now;
+        let c = self.conn(slot);
+        c.phase = Phase::Sending;
+        c.deadline = now + send_timeout;
+        let (file_off, file_left) = resp.file.unwrap_or((0, 0));
+        let head_in_buf = file_left > 0 && resp.head.len() <= HEAD_RESERVE;
+        c.tx = Some(Tx {
+            resp,
+            head_sent: 0,
+            head_in_buf,
+            file_off,
+            file_left,
+            body_sent: 0,
+            buf: None,
+            buf_len: 0,
+            buf_sent: 0,
+            waiting: false,
+        });
+        self.pump(slot);
+    }
+
+    /// Issues the next operation of the response in progress.
+    fn pump(&mut self, slot: u32) {
+        let chunk = self.chunk_size;
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let fd = c.fd;
+        let tx = c.tx.as_mut().expect("response in progress");
+        // 1. A head that does not travel with file bytes.
+        if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+            let h = &tx.resp.head[tx.head_sent..];
+            let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+                .flags(libc::MSG_NOSIGNAL | if tx.file_left > 0 { libc::MSG_MORE } else { 0 })
+                .build();
+            self.push_conn(slot, Op::Send, sqe);
+            return;
+        }
+        // 2. Bytes in the chunk buffer not yet sent.
+        if let Some(b) = tx.buf {
+            if tx.buf_sent < tx.buf_len {
+                let p = &self.pool[b as usize][tx.buf_sent..tx.buf_len];
+                let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
+                let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), p.len() as u32)
+                    .flags(libc::MSG_NOSIGNAL | more)
+                    .build();
+                self.push_conn(slot, Op::Send, sqe);
+                return;
+            }
+        }
+        // 3. The next chunk of the file.
+        if tx.file_left > 0 {
+            let b = match tx.buf {
+                Some(b) => b,
+                None => match self.take_pool_buf() {
+                    Some(b) => {
+                        let c = self.conns[slot as usize].as_mut().expect("live slot");
+                        c.tx.as_mut().expect("tx").buf = Some(b);
+                        b
+                    }
+                    None => {
+                        let c = self.conns[slot as usize].as_mut().expect("live slot");
+                        c.tx.as_mut().expect("tx").waiting = true;
+                        self.pool_waiters.push_back(slot);
+                        return;
+                    }
+                },
+            };
+            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let tx = c.tx.as_mut().expect("tx");
+            let buf = &mut self.pool[b as usize];
+            let mut prefix = 0;
+            if tx.head_in_buf && tx.head_sent == 0 && tx.body_sent == 0 && tx.buf_len == 0 {
+                prefix = tx.resp.head.len();
+                buf[..prefix].copy_from_slice(&tx.resp.head);
+            }
+            let n = (chunk as u64).min(tx.file_left) as usize;
+            tx.buf_len = prefix;
+            tx.buf_sent = 0;
+            let dst = buf[prefix..prefix + n].as_mut_ptr();
+            let file = c.file.as_ref().expect("file for body").as_raw_fd();
+            let sqe = opcode::Read::new(types::Fd(file), dst, n as u32)
+                .offset(tx.file_off)
+                .build();
+            self.push_conn(slot, Op::Read, sqe);
+            return;
+        }
+        // 4. Done.
+        self.finish_tx(slot);
+    }
+
+    fn on_read(&mut self, slot: u32, res: i32) {
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            self.release_tx(slot);
+            self.maybe_release(slot);
+            return;
+        }
+        if res <= 0 {
+            // EOF before the promised length: the file shrank while being
+            // sent. Nothing correct can follow the bytes already sent under
+            // this Content-Length, so the connection is dropped.
+            if res == 0 {
+                eprintln!("spindle: a file was truncated while being sent; closing the connection");
+            }
+            self.abort(slot);
+            return;
+        }
+        let tx = c.tx.as_mut().expect("tx");
+        let n = res as u64;
+        tx.file_off += n;
+        tx.file_left -= n;
+        tx.buf_len += n as usize;
+        self.pump(slot);
+    }
+
+    fn on_send(&mut self, slot: u32, res: i32) {
+        let send_timeout = self.ctx.cfg.send_timeout;
+        let now = self.now;
+        let others_waiting = !self.pool_waiters.is_empty();
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            self.release_tx(slot);
+            self.maybe_release(slot);
+            return;
+        }
+        if res <= 0 {
+            self.abort(slot);
+            return;
+        }
+        c.deadline = now + send_timeout;
+        let tx = c.tx.as_mut().expect("tx");
+        let mut n = res as usize;
+        if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+            tx.head_sent += n;
+        } else {
+            tx.buf_sent += n;
+            // Count file bytes (the head may lead the first buffer).
+            if tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+                let h = (tx.resp.head.len() - tx.head_sent).min(n);
+                tx.head_sent += h;
+                n -= h;
+            }
+            tx.body_sent += n as u64;
+            if tx.buf_sent == tx.buf_len && tx.file_left > 0 && others_waiting {
+                // Fairness: hand the buffer to a waiting response and queue up.
+                let b = tx.buf.take().expect("buffer");
+                tx.buf_len = 0;
+                tx.buf_sent = 0;
+                self.give_pool_buf(b);
+                // Takes the buffer back if nobody was waiting for it after
+                // all, or queues for one.
+                self.pump(slot);
+                return;
+            }
+        }
+        self.pump(slot);
+    }
+
+    fn finish_tx(&mut self, slot: u32) {
+        self.release_tx(slot);
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.take().expect("tx");
+        c.file = None;
+        if self.ctx.log.enabled() {
+            let line = accesslog::format_line(
+                &net::peer_string(c.fd),
+                unix_now(),
+                c.session.log_info(),
+                tx.resp.body_len,
+            );
+            self.ctx.log.log(line);
+        }
+        c.session.sent();
+        if self.draining {
+            c.session.close();
+        }
+        c.phase = Phase::Reading;
+        self.drive(slot);
+    }
+
+    /// Returns the response's chunk buffer to the pool.
+    fn release_tx(&mut self, slot: u32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        if let Some(tx) = c.tx.as_mut() {
+            if let Some(b) = tx.buf.take() {
+                self.give_pool_buf(b);
+            }
+        }
+    }
+
+    fn take_pool_buf(&mut self) -> Option<u32> {
+        if let Some(b) = self.pool_free.pop() {
+            return Some(b);
+        }
+        if self.pool.len() < self.pool_limit {
+            self.pool
+                .push(vec![0u8; HEAD_RESERVE + self.chunk_size].into_boxed_slice());
+            return Some((self.pool.len() - 1) as u32);
+        }
+        None
+    }
+
+    fn give_pool_buf(&mut self, b: u32) {
+        self.pool_free.push(b);
+        // Wake the first waiter that is still sending.
+        while let Some(s) = self.pool_waiters.pop_front() {
+            let Some(c) = self.conns[s as usize].as_mut() else { continue };
+            if c.phase != Phase::Sending {
+                continue;
+            }
+            let Some(tx) = c.tx.as_mut() else { continue };
+            if tx.waiting {
+                tx.waiting = false;
+                self.pump(s);
+                break;
+            }
+        }
+    }
+
+    // ----- closing --------------------------------------------------------
+
+    /// Drops the connection now (error, timeout, shutdown deadline).
+    fn abort(&mut self, slot: u32) {
+        self.begin_close(slot, false);
+    }
+
+    /// Starts closing. With `linger`, the write side is shut first and
+    /// input is drained for a while, so a peer that is still sending
+    /// receives our last response instead of a reset.
+    fn begin_close(&mut self, slot: u32, linger: bool) {
+        let now = self.now;
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            return;
+        }
+        c.session.close();
+        if linger && !c.peer_eof && c.phase != Phase::Lingering {
+            c.phase = Phase::Lingering;
+            c.deadline = now + LINGER_TIMEOUT;
+            let fd = c.fd;
+            self.push_conn(slot, Op::Shutdown, opcode::Shutdown::new(types::Fd(fd), libc::SHUT_WR).build());
+            self.arm_recv(slot);
+            return;
+        }
+        c.phase = Phase::Closing;
+        if c.recv_armed {
+            let gen = c.gen;
+            self.push(
+                opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
+                ud(Op::Cancel, NO_SLOT, 0),
+            );
+        }
+        self.release_tx(slot);
+        self.maybe_release(slot);
+    }
+
+    /// Closes the socket and frees the slot once nothing names it.
+    fn maybe_release(&mut self, slot: u32) {
+        let c = self.conn(slot);
+        if c.phase == Phase::Lingering && c.inflight == 0 && !c.recv_armed {
+            c.phase = Phase::Closing;
+        }
+        if c.phase != Phase::Closing || c.inflight > 0 {
+            return;
+        }
+        let c = self.conns[slot as usize].take().expect("live slot");
+        debug_assert!(c.open.is_none());
+        if let Some(tx) = &c.tx {
+            debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
+        }
+        self.push(opcode::Close::new(types::Fd(c.fd)).build(), ud(Op::Close, NO_SLOT, 0));
+        drop(c.file);
+        self.free.push(slot);
+        self.live -= 1;
+        if self.live < self.max_conns {
+            for i in 0..self.listeners.len() {
+                if self.accept_resume.is_none() {
+                    self.arm_accept(i);
+                }
+            }
+        }
+    }
+
+    // ----- timers and shutdown ------------------------------------------
+
+    fn on_tick(&mut self) {
+        let now = self.now;
+        if self.accept_resume.is_some_and(|t| now >= t) {
+            self.accept_resume = None;
+            self.warned_emfile = false;
+            for i in 0..self.listeners.len() {
+                self.arm_accept(i);
+            }
+        }
+        let force = self.drain_deadline.is_some_and(|d| now >= d);
+        for slot in 0..self.conns.len() as u32 {
+            let Some(c) = &self.conns[slot as usize] else { continue };
+            let expired = match c.phase {
+                Phase::Reading => c.recv_armed && now >= c.deadline,
+                Phase::Sending | Phase::Lingering => now >= c.deadline,
+                Phase::Opening | Phase::Closing => false,
+            };
+            if force && c.phase != Phase::Closing {
+                self.abort(slot);
+            } else if expired {
+                if c.phase == Phase::Lingering {
+                    let c = self.conn(slot);
+                    c.phase = Phase::Closing;
+                    if c.recv_armed {
+                        let gen = c.gen;
+                        self.push(
+                            opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
+                            ud(Op::Cancel, NO_SLOT, 0),
+                        );
+                    }
+                    self.maybe_release(slot);
+                } else {
+                    self.abort(slot);
+                }
+            }
+        }
+        if !(self.draining && self.live == 0) {
+            self.arm_tick();
+        }
+    }
+
+    fn on_wake(&mut self) {
+        if !self.ctx.shutdown.requested() {
+            return;
+        }
+        self.draining = true;
+        self.drain_deadline = Some(self.now + self.ctx.cfg.drain_timeout);
+        self.cancel_accepts();
+        for slot in 0..self.conns.len() as u32 {
+            let idle = matches!(&self.conns[slot as usize], Some(c) if c.phase == Phase::Reading && !c.session.mid_request());
+            if idle {
+                self.begin_close(slot, false);
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // The ring is dropped after this body runs (fields drop after
+        // `drop`), so unregister first: the kernel must stop referring to
+        // the buffer ring memory before it is freed.
+        let _ = self.ring.submitter().unregister_buf_ring(BGID);
+        // SAFETY: allocated in `new` with this layout; the kernel no longer
+        // refers to it after unregister_buf_ring.
+        unsafe { std::alloc::dealloc(self.br_entries.cast(), self.br_layout) };
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}

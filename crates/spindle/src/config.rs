@@ -1,0 +1,321 @@
+//! Command line and TOML configuration. Every limit the server enforces is
+//! a key here or a named constant in `spindle_core::limits` or a backend.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+/// Default listen address: loopback only, so that a first run exposes
+/// nothing.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_CHUNK_SIZE: u64 = 512 * 1024;
+pub const DEFAULT_MAX_INFLIGHT: u32 = 64;
+pub const DEFAULT_IO_THREADS: u32 = 32;
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 16_384;
+pub const DEFAULT_KEEPALIVE_TIMEOUT_SECS: f64 = 75.0;
+pub const DEFAULT_HEADER_TIMEOUT_SECS: f64 = 20.0;
+pub const DEFAULT_SEND_TIMEOUT_SECS: f64 = 60.0;
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 10.0;
+/// Smallest and largest accepted `--chunk-size`.
+pub const MIN_CHUNK_SIZE: u64 = 4096;
+pub const MAX_CHUNK_SIZE: u64 = 16 * 1024 * 1024;
+/// Largest accepted `--max-inflight` (per worker).
+pub const MAX_MAX_INFLIGHT: u32 = 4096;
+/// Largest accepted `--workers` and `--io-threads`.
+pub const MAX_WORKERS: u32 = 1024;
+
+/// The I/O backends. All share the protocol core; they differ only in how
+/// bytes move between files and sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// io_uring: accept, recv, open, read, send and close all through the ring.
+    IoUring,
+    /// epoll, with `sendfile()` called in the event loop (blocks on a page-cache miss).
+    LinuxSendfile,
+    /// epoll, with disk reads done by a bounded pool of I/O threads.
+    PosixAio,
+    /// epoll, with native AIO O_DIRECT reads into /dev/shm, then `sendfile()`.
+    LinuxAioSendfile,
+}
+
+impl BackendKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::IoUring => "io-uring",
+            BackendKind::LinuxSendfile => "linux-sendfile",
+            BackendKind::PosixAio => "posix-aio",
+            BackendKind::LinuxAioSendfile => "linux-aio-sendfile",
+        }
+    }
+}
+
+/// spindle: a static-file HTTP/1.1 server built on asynchronous I/O.
+#[derive(Debug, Parser)]
+#[command(name = "spindle", version, about, long_about = None)]
+pub struct Cli {
+    /// The directory to serve [default: .]
+    pub root: Option<PathBuf>,
+    /// Address to listen on (repeatable) [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<SocketAddr>,
+    /// Worker threads, each with its own event loop [default: number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub workers: Option<u32>,
+    /// How bytes move from files to sockets [default: io-uring]
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Bytes per disk read, e.g. 512k or 1m [default: 512k]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub chunk_size: Option<u64>,
+    /// Disk reads in flight per worker [default: 64]
+    #[arg(long, value_name = "N")]
+    pub max_inflight: Option<u32>,
+    /// I/O threads of the posix-aio backend [default: 32]
+    #[arg(long, value_name = "N")]
+    pub io_threads: Option<u32>,
+    /// Access log in Combined Log Format: a file path, or - for stdout
+    #[arg(long, value_name = "PATH|-")]
+    pub access_log: Option<String>,
+    /// TOML file with the same keys as these options; flags override it
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Seconds an idle keep-alive connection is kept [default: 75]
+    #[arg(long, value_name = "SECS")]
+    pub keepalive_timeout: Option<f64>,
+    /// Seconds a client has to send a whole request head [default: 20]
+    #[arg(long, value_name = "SECS")]
+    pub header_timeout: Option<f64>,
+    /// Seconds a response may make no progress before the connection is dropped [default: 60]
+    #[arg(long, value_name = "SECS")]
+    pub send_timeout: Option<f64>,
+    /// Seconds to finish in-flight responses after SIGINT/SIGTERM [default: 10]
+    #[arg(long, value_name = "SECS")]
+    pub drain_timeout: Option<f64>,
+    /// Open connections across all workers; past it, accepting pauses [default: 16384]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<u32>,
+    /// Largest request head in bytes; larger gets 431 [default: 8192]
+    #[arg(long, value_name = "BYTES")]
+    pub max_header_size: Option<usize>,
+    /// Serve files and directories whose names start with a dot
+    #[arg(long)]
+    pub dotfiles: bool,
+}
+
+/// The config file: the same keys as the long options.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct FileConfig {
+    root: Option<PathBuf>,
+    listen: Option<Vec<SocketAddr>>,
+    workers: Option<u32>,
+    backend: Option<BackendKind>,
+    chunk_size: Option<SizeValue>,
+    max_inflight: Option<u32>,
+    io_threads: Option<u32>,
+    access_log: Option<String>,
+    keepalive_timeout: Option<f64>,
+    header_timeout: Option<f64>,
+    send_timeout: Option<f64>,
+    drain_timeout: Option<f64>,
+    max_connections: Option<u32>,
+    max_header_size: Option<usize>,
+    dotfiles: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub root: PathBuf,
+    pub listen: Vec<SocketAddr>,
+    pub workers: u32,
+    pub backend: BackendKind,
+    /// The backend was chosen by default, not by the user (so a fallback is allowed).
+    pub backend_is_default: bool,
+    pub chunk_size: u64,
+    pub max_inflight: u32,
+    pub io_threads: u32,
+    pub access_log: Option<String>,
+    pub keepalive_timeout: Duration,
+    pub header_timeout: Duration,
+    pub send_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub max_connections: u32,
+    pub max_header_size: usize,
+    pub dotfiles: bool,
+}
+
+/// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size (examples: 4096, 512k, 1m)"))
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration, String> {
+    if !(v > 0.0 && v <= 86_400.0) {
+        return Err(format!("{name} must be between 0 and 86400 seconds, not {v}"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+impl Config {
+    /// Merges defaults, the config file (if any) and the command line, and
+    /// checks every value. Errors are one line, meant for the user.
+    pub fn from_cli(cli: Cli) -> Result<Config, String> {
+        let file = match &cli.config {
+            None => FileConfig::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                toml::from_str::<FileConfig>(&text).map_err(|e| {
+                    let msg = e.message().replace('\n', " ");
+                    format!("config file {}: {msg}", path.display())
+                })?
+            }
+        };
+        let chunk_size = match (cli.chunk_size, file.chunk_size) {
+            (Some(c), _) => c,
+            (None, Some(SizeValue::Bytes(b))) => b,
+            (None, Some(SizeValue::Text(t))) => parse_size(&t)?,
+            (None, None) => DEFAULT_CHUNK_SIZE,
+        };
+        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&chunk_size) || chunk_size % 4096 != 0 {
+            return Err(format!(
+                "chunk-size must be a multiple of 4096 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, not {chunk_size}"
+            ));
+        }
+        let workers = cli.workers.or(file.workers).unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+        });
+        if !(1..=MAX_WORKERS).contains(&workers) {
+            return Err(format!("workers must be between 1 and {MAX_WORKERS}, not {workers}"));
+        }
+        let max_inflight = cli.max_inflight.or(file.max_inflight).unwrap_or(DEFAULT_MAX_INFLIGHT);
+        if !(1..=MAX_MAX_INFLIGHT).contains(&max_inflight) {
+            return Err(format!(
+                "max-inflight must be between 1 and {MAX_MAX_INFLIGHT}, not {max_inflight}"
+            ));
+        }
+        let io_threads = cli.io_threads.or(file.io_threads).unwrap_or(DEFAULT_IO_THREADS);
+        if !(1..=MAX_WORKERS).contains(&io_threads) {
+            return Err(format!("io-threads must be between 1 and {MAX_WORKERS}, not {io_threads}"));
+        }
+        let max_connections = cli
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(DEFAULT_MAX_CONNECTIONS);
+        if max_connections < workers {
+            return Err(format!(
+                "max-connections ({max_connections}) must be at least the number of workers ({workers})"
+            ));
+        }
+        let max_header_size = cli
+            .max_header_size
+            .or(file.max_header_size)
+            .unwrap_or(spindle_core::limits::DEFAULT_MAX_HEADER_BYTES);
+        if !(256..=1 << 20).contains(&max_header_size) {
+            return Err(format!(
+                "max-header-size must be between 256 and 1048576 bytes, not {max_header_size}"
+            ));
+        }
+        let listen = if !cli.listen.is_empty() {
+            cli.listen
+        } else {
+            file.listen
+                .unwrap_or_else(|| vec![DEFAULT_LISTEN.parse().expect("valid default")])
+        };
+        if listen.is_empty() {
+            return Err("listen: give at least one address".into());
+        }
+        let backend_choice = cli.backend.or(file.backend);
+        Ok(Config {
+            root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
+            listen,
+            workers,
+            backend: backend_choice.unwrap_or(BackendKind::IoUring),
+            backend_is_default: backend_choice.is_none(),
+            chunk_size,
+            max_inflight,
+            io_threads,
+            access_log: cli.access_log.or(file.access_log),
+            keepalive_timeout: secs(
+                "keepalive-timeout",
+                cli.keepalive_timeout
+                    .or(file.keepalive_timeout)
+                    .unwrap_or(DEFAULT_KEEPALIVE_TIMEOUT_SECS),
+            )?,
+            header_timeout: secs(
+                "header-timeout",
+                cli.header_timeout
+                    .or(file.header_timeout)
+                    .unwrap_or(DEFAULT_HEADER_TIMEOUT_SECS),
+            )?,
+            send_timeout: secs(
+                "send-timeout",
+                cli.send_timeout
+                    .or(file.send_timeout)
+                    .unwrap_or(DEFAULT_SEND_TIMEOUT_SECS),
+            )?,
+            drain_timeout: secs(
+                "drain-timeout",
+                cli.drain_timeout
+                    .or(file.drain_timeout)
+                    .unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS),
+            )?,
+            max_connections,
+            max_header_size,
+            dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
+        })
+    }
+
+    /// Connections one worker may hold.
+    pub fn max_connections_per_worker(&self) -> usize {
+        (self.max_connections / self.workers) as usize
+    }
+
+    pub fn session_config(&self) -> spindle_core::SessionConfig {
+        spindle_core::SessionConfig {
+            max_header_bytes: self.max_header_size,
+            max_request_line: self.max_header_size.min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
+            allow_dotfiles: self.dotfiles,
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512k"), Ok(512 * 1024));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999g").is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! The spindle server: configuration, lifecycle, and the I/O backends that
+//! drive [`spindle_core`] sessions.
+
+pub mod accesslog;
+pub mod backend;
+pub mod config;
+pub mod fs;
+pub mod net;
+pub mod server;

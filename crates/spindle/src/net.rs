@@ -1,0 +1,174 @@
+//! Listening sockets: one `SO_REUSEPORT` socket per worker and address, so
+//! that the kernel spreads new connections over the workers and no two
+//! workers ever contend for one accept queue.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// `listen(2)` backlog of every listening socket.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: an all-zero sockaddr_storage is valid; it is then filled as
+    // the family's struct, which fits inside it.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in fits in sockaddr_storage and both are plain data.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_in6 fits in sockaddr_storage and both are plain data.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+fn setopt(fd: RawFd, level: i32, opt: i32, val: i32) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live i32 and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&val as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn bind_one(addr: &SocketAddr, reuseport: bool) -> io::Result<OwnedFd> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    if reuseport {
+        setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
+    if addr.is_ipv6() {
+        setopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+    }
+    let (ss, len) = sockaddr(addr);
+    // SAFETY: `ss` is a live sockaddr of length `len`.
+    if unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: plain listen(2) on our socket.
+    if unsafe { libc::listen(fd, LISTEN_BACKLOG) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// The address a socket is bound to.
+pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    // SAFETY: getsockname writes at most `len` bytes into a live sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: as above.
+    if unsafe { libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(from_storage(&ss))
+}
+
+/// The peer of a connected socket, as text for the access log.
+pub fn peer_string(fd: RawFd) -> String {
+    // SAFETY: getpeername writes at most `len` bytes into a live sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: as above.
+    if unsafe { libc::getpeername(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) } < 0 {
+        return "-".to_string();
+    }
+    from_storage(&ss).ip().to_string()
+}
+
+fn from_storage(ss: &libc::sockaddr_storage) -> SocketAddr {
+    if ss.ss_family as i32 == libc::AF_INET6 {
+        // SAFETY: the family says the storage holds a sockaddr_in6.
+        let a: libc::sockaddr_in6 = unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+        SocketAddr::from((a.sin6_addr.s6_addr, u16::from_be(a.sin6_port)))
+    } else {
+        // SAFETY: the family says the storage holds a sockaddr_in.
+        let a: libc::sockaddr_in = unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+        SocketAddr::from((a.sin_addr.s_addr.to_ne_bytes(), u16::from_be(a.sin_port)))
+    }
+}
+
+/// Binds `workers` listening sockets to `addr` with `SO_REUSEPORT`.
+///
+/// A plain (non-reuseport) bind is tried first: with `SO_REUSEPORT` alone,
+/// a second server of the same user could bind the same port silently and
+/// take half the connections. For port 0 the probe's port is reused by
+/// every worker's socket.
+pub fn bind_group(addr: SocketAddr, workers: usize) -> io::Result<(SocketAddr, Vec<OwnedFd>)> {
+    let probe = bind_one(&addr, false)?;
+    let actual = local_addr(probe.as_raw_fd())?;
+    drop(probe);
+    let mut socks = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        socks.push(bind_one(&actual, true)?);
+    }
+    Ok((actual, socks))
+}
+
+/// Disables Nagle on a connection, so the tail of a response is not held
+/// back waiting for an ACK.
+pub fn set_nodelay(fd: RawFd) {
+    let _ = setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+}
+
+/// Sets or clears `O_NONBLOCK`.
+pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, no pointers involved.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let new = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, new) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

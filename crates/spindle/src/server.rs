@@ -1,0 +1,189 @@
+//! Server lifecycle: bind, start one worker per core, wait for SIGINT or
+//! SIGTERM, drain, exit.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+use crate::accesslog::AccessLog;
+use crate::backend::{self, ShutdownSignal, WorkerContext};
+use crate::config::{BackendKind, Config};
+use crate::fs::Root;
+use crate::net;
+
+/// Runs the server until it is told to stop. Returns a one-line error for
+/// the user on failure to start.
+pub fn run(mut cfg: Config) -> Result<(), String> {
+    let root = Arc::new(Root::open(&cfg.root)?);
+
+    if let Err(e) = backend::probe(cfg.backend) {
+        if cfg.backend_is_default && cfg.backend == BackendKind::IoUring {
+            let fallback = BackendKind::PosixAio;
+            backend::probe(fallback).map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
+            eprintln!("spindle: warning: {e}; falling back to the {} backend", fallback.name());
+            cfg.backend = fallback;
+        } else {
+            return Err(e);
+        }
+    }
+
+    // Block the stop signals in every thread; the main thread takes them
+    // with sigwait below, so no handler ever runs inside a worker.
+    let sigset = stop_signals();
+    // SAFETY: sigset is a valid, initialised signal set.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigset, std::ptr::null_mut()) };
+
+    let workers = cfg.workers as usize;
+    let mut per_worker: Vec<Vec<OwnedFd>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut bound = Vec::new();
+    for addr in &cfg.listen {
+        let (actual, socks) = net::bind_group(*addr, workers).map_err(|e| {
+            let hint = match e.raw_os_error() {
+                Some(libc::EADDRINUSE) => "; is another server running there? choose another port with --listen",
+                Some(libc::EACCES) => "; ports below 1024 need root or CAP_NET_BIND_SERVICE",
+                Some(libc::EADDRNOTAVAIL) => "; that address is not on this machine",
+                _ => "",
+            };
+            format!("cannot listen on {addr}: {e}{hint}")
+        })?;
+        bound.push(actual);
+        for (w, s) in socks.into_iter().enumerate() {
+            per_worker[w].push(s);
+        }
+    }
+
+    let (log, log_thread) = match &cfg.access_log {
+        Some(target) => {
+            let (l, h) = AccessLog::open(target)?;
+            (l, Some(h))
+        }
+        None => (AccessLog::disabled(), None),
+    };
+
+    let cfg = Arc::new(cfg);
+    let session_cfg = Arc::new(cfg.session_config());
+    let flag = Arc::new(AtomicBool::new(false));
+    let mut eventfds = Vec::new();
+    let mut handles = Vec::new();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    for (id, listeners) in per_worker.into_iter().enumerate() {
+        // SAFETY: plain eventfd(2) call.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        let ctx = WorkerContext {
+            id,
+            listeners,
+            root: root.clone(),
+            cfg: cfg.clone(),
+            session_cfg: session_cfg.clone(),
+            log: log.clone(),
+            shutdown: ShutdownSignal {
+                flag: flag.clone(),
+                eventfd: efd.as_raw_fd(),
+            },
+            ready: ready_tx.clone(),
+        };
+        eventfds.push(efd);
+        let kind = cfg.backend;
+        let h = std::thread::Builder::new()
+            .name(format!("spindle-w{id}"))
+            .spawn(move || {
+                let ready = ctx.ready.clone();
+                let r = backend::run_worker(kind, ctx);
+                if let Err(e) = &r {
+                    // If setup failed, this is the first message; otherwise
+                    // the receiver is gone and this is ignored.
+                    let _ = ready.send(Err(e.clone()));
+                }
+                r
+            })
+            .map_err(|e| format!("cannot start worker thread: {e}"))?;
+        handles.push(h);
+    }
+    drop(ready_tx);
+    for _ in 0..workers {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                stop(&flag, &eventfds);
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+            Err(_) => return Err("a worker exited during startup".into()),
+        }
+    }
+    drop(ready_rx);
+
+    let addrs: Vec<String> = bound.iter().map(|a| format!("http://{a}/")).collect();
+    let loopback_only = bound.iter().all(|a| a.ip().is_loopback());
+    eprintln!(
+        "spindle: serving {} on {} (backend {}, {} worker{}){}",
+        root.path().display(),
+        addrs.join(" "),
+        cfg.backend.name(),
+        workers,
+        if workers == 1 { "" } else { "s" },
+        if loopback_only {
+            "; to serve other machines, add --listen 0.0.0.0:PORT or --listen [::]:PORT"
+        } else {
+            ""
+        }
+    );
+
+    // Wait for a stop signal, or for every worker to have exited on its own.
+    let mut sig: libc::c_int = 0;
+    // SAFETY: sigset is valid and `sig` a live out-parameter.
+    unsafe { libc::sigwait(&sigset, &mut sig) };
+    eprintln!(
+        "spindle: got {}, finishing responses in flight (up to {:.0?})",
+        if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" },
+        cfg.drain_timeout
+    );
+    stop(&flag, &eventfds);
+    let mut failed = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed = Some(e),
+            Err(_) => failed = Some("a worker panicked".to_string()),
+        }
+    }
+    drop(log);
+    if let Some(h) = log_thread {
+        let _ = h.join();
+    }
+    drop(eventfds);
+    match failed {
+        Some(e) => Err(e),
+        None => {
+            eprintln!("spindle: stopped");
+            Ok(())
+        }
+    }
+}
+
+fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
+    flag.store(true, Ordering::Release);
+    for e in eventfds {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
+        unsafe { libc::write(e.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+}
+
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set; sigaddset adds valid signals.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
