@@ -1,0 +1,301 @@
+//! Shared test support: a real `spindle` process on an ephemeral port over
+//! a temporary document root of random-content files, and a minimal
+//! HTTP/1.1 client over raw TCP that reports exact bytes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Every backend the server offers. Tests loop over this list, so each
+/// backend passes the same suite. `SPINDLE_TEST_BACKENDS=a,b` narrows it.
+pub const ALL_BACKENDS: &[&str] = &["io-uring"];
+
+pub fn backends() -> Vec<String> {
+    match std::env::var("SPINDLE_TEST_BACKENDS") {
+        Ok(v) if !v.trim().is_empty() => v.split(',').map(|s| s.trim().to_string()).collect(),
+        _ => ALL_BACKENDS.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// The file sizes every test root contains, as `f<size>`.
+pub const SIZES: &[u64] = &[0, 1, 4095, 4096, 4097, 100 * 1024, 1024 * 1024 + 7];
+/// A larger file, `big`, for cold-cache, shutdown and truncation tests.
+pub const BIG_SIZE: u64 = 64 * 1024 * 1024;
+
+/// Deterministic pseudo-random bytes (xorshift64*), distinct per seed.
+pub fn random_bytes(len: u64, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len as usize + 8);
+    while (out.len() as u64) < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len as usize);
+    out
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temporary document root, removed on drop.
+pub struct DocRoot {
+    pub dir: PathBuf,
+}
+
+impl DocRoot {
+    /// The standard tree:
+    /// - `f<size>` for every size in [`SIZES`], random content;
+    /// - `big` ([`BIG_SIZE`]) if `with_big`;
+    /// - `index.html`, `page.txt`, `style.css`, `name with spaces.txt`;
+    /// - `sub/index.html`, `noindex/file.txt` (a directory without index);
+    /// - `.hidden`, `.git/config` (dotfiles);
+    /// - `escape` (a symlink to /etc/passwd), `inside` (a symlink to f1),
+    ///   `updir` (a symlink to ..), `fifo` (a FIFO).
+    pub fn new(with_big: bool) -> DocRoot {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let base = std::env::var_os("SPINDLE_TEST_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("spindle-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::create_dir_all(dir.join("noindex")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        for (i, &size) in SIZES.iter().enumerate() {
+            std::fs::write(dir.join(format!("f{size}")), random_bytes(size, i as u64 + 1)).unwrap();
+        }
+        if with_big {
+            std::fs::write(dir.join("big"), random_bytes(BIG_SIZE, 99)).unwrap();
+        }
+        std::fs::write(dir.join("index.html"), "<h1>spindle test</h1>\n").unwrap();
+        std::fs::write(dir.join("page.txt"), "plain text\n").unwrap();
+        std::fs::write(dir.join("style.css"), "body{}\n").unwrap();
+        std::fs::write(dir.join("name with spaces.txt"), "spaces\n").unwrap();
+        std::fs::write(dir.join("sub/index.html"), "sub index\n").unwrap();
+        std::fs::write(dir.join("noindex/file.txt"), "file\n").unwrap();
+        std::fs::write(dir.join(".hidden"), "secret\n").unwrap();
+        std::fs::write(dir.join(".git/config"), "secret\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("escape")).unwrap();
+        std::os::unix::fs::symlink("f1", dir.join("inside")).unwrap();
+        std::os::unix::fs::symlink("..", dir.join("updir")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        DocRoot { dir }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    pub fn read(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.path(rel)).unwrap()
+    }
+}
+
+impl Drop for DocRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Path of a binary of this workspace, built next to the test executable.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let p = dir.join(name);
+    assert!(p.exists(), "{} not built; run `cargo build --workspace` first", p.display());
+    p
+}
+
+/// A running server, killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stderr_log: PathBuf,
+}
+
+impl Server {
+    /// Starts `spindle --backend B --listen 127.0.0.1:0 ROOT EXTRA...` and
+    /// waits for its startup line, which names the port.
+    pub fn start(backend: &str, root: &Path, extra: &[&str]) -> Server {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let stderr_log = std::env::temp_dir().join(format!("spindle-test-{}-{n}.err", std::process::id()));
+        let err = std::fs::File::create(&stderr_log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        cmd.arg("--backend")
+            .arg(backend)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .args(extra)
+            .arg(root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err);
+        let child = cmd.spawn().expect("start spindle");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&stderr_log).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.contains("serving ")) {
+                let url = line.split("http://").nth(1).expect("url in startup line");
+                let addr = url.split('/').next().unwrap().parse().expect("address");
+                return Server {
+                    child,
+                    addr,
+                    stderr_log,
+                };
+            }
+            if text.contains("error") || Instant::now() > deadline {
+                panic!("spindle did not start: {text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "spindle did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// True while the process is alive.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.stderr_log);
+    }
+}
+
+/// A response as read off the wire.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub status_line: String,
+    /// Header fields in order, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the server announced it will close.
+    pub fn closes(&self) -> bool {
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+}
+
+/// Reads one response. `head_only` for responses to HEAD.
+pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Resp> {
+    let mut status_line = String::new();
+    if r.read_line(&mut status_line)? == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+    }
+    let status_line = status_line.trim_end().to_string();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line)?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (n, v) = line.split_once(':').expect("header line");
+        headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let mut resp = Resp {
+        status,
+        status_line,
+        headers,
+        body: Vec::new(),
+    };
+    if head_only || status == 304 || status == 204 {
+        return Ok(resp);
+    }
+    let len: usize = resp
+        .header("content-length")
+        .expect("content-length")
+        .parse()
+        .unwrap();
+    resp.body = vec![0; len];
+    r.read_exact(&mut resp.body)?;
+    Ok(resp)
+}
+
+/// One request on a fresh connection; returns the response.
+pub fn request(server: &Server, raw: &str) -> Resp {
+    let mut s = server.connect();
+    s.write_all(raw.as_bytes()).unwrap();
+    let head_only = raw.starts_with("HEAD ");
+    read_response(&mut BufReader::new(s), head_only).expect("response")
+}
+
+/// `GET path` with Host, on a fresh connection.
+pub fn get(server: &Server, path: &str) -> Resp {
+    request(server, &format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n"))
+}
+
+/// Whether the server closed the connection: after reading a response,
+/// the next read sees EOF (or a reset) within `wait`.
+pub fn closed_by_server(r: &mut impl Read, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut buf = [0u8; 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
