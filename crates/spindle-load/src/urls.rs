@@ -1,0 +1,257 @@
+//! The URL file (one `http://` URL per line) and the source-IP file.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
+
+/// Longest URL line accepted.
+pub const MAX_URL_LEN: usize = 8_192;
+/// Most URLs a URL file may hold.
+pub const MAX_URLS: usize = 10_000_000;
+/// Most source addresses a `-sip` file may hold.
+pub const MAX_SIPS: usize = 100_000;
+
+/// One parsed URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Url {
+    /// The line as written, for error messages.
+    pub text: String,
+    pub host: String,
+    pub port: u16,
+    /// Path and query, always starting with `/`.
+    pub path: String,
+}
+
+impl Url {
+    /// The `Host:` header value: the host, with the port unless it is 80.
+    pub fn host_header(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == 80 {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+/// Parse one `http://host[:port][/path]` URL.
+pub fn parse_url(s: &str) -> Result<Url, String> {
+    if s.len() > MAX_URL_LEN {
+        return Err(format!("URL longer than {MAX_URL_LEN} bytes"));
+    }
+    let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return Err(format!(
+            "https:// URLs are not supported (spindle-load has no TLS): {s}"
+        ));
+    }
+    if !lower.starts_with("http://") {
+        return Err(format!(
+            "cannot parse URL (want http://host[:port]/path): {s}"
+        ));
+    }
+    let rest = &s[7..];
+    if rest.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "cannot parse URL (white space or control character in it): {s}"
+        ));
+    }
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+        None => (rest, "/".to_string()),
+    };
+    if authority.contains('@') {
+        return Err(format!(
+            "cannot parse URL (user info is not supported): {s}"
+        ));
+    }
+    let (host, port) = if let Some(r) = authority.strip_prefix('[') {
+        let (h, after) = r
+            .split_once(']')
+            .ok_or_else(|| format!("cannot parse URL (unclosed '['): {s}"))?;
+        if h.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("cannot parse URL (bad IPv6 address): {s}"));
+        }
+        match after {
+            "" => (h, None),
+            a => match a.strip_prefix(':') {
+                Some(p) => (h, Some(p)),
+                None => return Err(format!("cannot parse URL (junk after ']'): {s}")),
+            },
+        }
+    } else {
+        match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("cannot parse URL (no host): {s}"));
+    }
+    let port = match port {
+        None => 80,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(format!("cannot parse URL (bad port '{p}'): {s}")),
+        },
+    };
+    Ok(Url {
+        text: s.to_string(),
+        host: host.to_string(),
+        port,
+        path,
+    })
+}
+
+/// Parse the text of a URL file. `name` is used in error messages.
+pub fn parse_url_file(name: &str, text: &str) -> Result<Vec<Url>, String> {
+    let mut urls = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            return Err(format!("{name}:{}: empty line", n + 1));
+        }
+        if urls.len() >= MAX_URLS {
+            return Err(format!("{name}: more than {MAX_URLS} URLs"));
+        }
+        let url = parse_url(line.trim()).map_err(|e| format!("{name}:{}: {e}", n + 1))?;
+        urls.push(url);
+    }
+    if urls.is_empty() {
+        return Err(format!("{name}: no URLs in the file"));
+    }
+    Ok(urls)
+}
+
+/// Read and parse a URL file.
+pub fn load_url_file(path: &Path) -> Result<Vec<Url>, String> {
+    let name = path.display().to_string();
+    let text = std::fs::read(path).map_err(|e| format!("{name}: {e}"))?;
+    let text = String::from_utf8(text).map_err(|_| format!("{name}: not UTF-8 text"))?;
+    parse_url_file(&name, &text)
+}
+
+/// Read a `-sip` file: one IP address per line.
+pub fn load_sip_file(path: &Path) -> Result<Vec<IpAddr>, String> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+    let mut ips = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            return Err(format!("{name}:{}: empty line", n + 1));
+        }
+        if ips.len() >= MAX_SIPS {
+            return Err(format!("{name}: more than {MAX_SIPS} addresses"));
+        }
+        let ip = line
+            .parse::<IpAddr>()
+            .map_err(|_| format!("{name}:{}: cannot convert source IP address {line}", n + 1))?;
+        ips.push(ip);
+    }
+    if ips.is_empty() {
+        return Err(format!("{name}: no addresses in the file"));
+    }
+    Ok(ips)
+}
+
+/// Resolve host names to socket addresses, each distinct host once,
+/// preferring IPv4 as http_load does.
+pub struct Resolver {
+    cache: HashMap<(String, u16), SocketAddr>,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Resolver {
+    pub fn new() -> Self {
+        Resolver {
+            cache: HashMap::new(),
+        }
+    }
+
+    pub fn resolve(&mut self, host: &str, port: u16) -> Result<SocketAddr, String> {
+        if let Some(a) = self.cache.get(&(host.to_string(), port)) {
+            return Ok(*a);
+        }
+        let addrs: Vec<SocketAddr> = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve host {host}: {e}"))?
+            .collect();
+        let addr = addrs
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or_else(|| addrs.first())
+            .copied()
+            .ok_or_else(|| format!("no address found for host {host}"))?;
+        self.cache.insert((host.to_string(), port), addr);
+        Ok(addr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls() {
+        let u = parse_url("http://127.0.0.1:8080/files-1/2").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 8080, "/files-1/2")
+        );
+        assert_eq!(u.host_header(), "127.0.0.1:8080");
+        let u = parse_url("http://localhost").unwrap();
+        assert_eq!((u.port, u.path.as_str()), (80, "/"));
+        assert_eq!(u.host_header(), "localhost");
+        let u = parse_url("http://[::1]:81/x?y=1").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("::1", 81, "/x?y=1")
+        );
+        assert_eq!(u.host_header(), "[::1]:81");
+        let u = parse_url("http://h?q").unwrap();
+        assert_eq!(u.path, "/?q");
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        for bad in [
+            "ftp://x/",
+            "http://",
+            "http://:80/",
+            "http://h:0/",
+            "http://h:99999/",
+            "http://h:x/",
+            "http://h /a",
+            "http://[::1/",
+            "/just/a/path",
+        ] {
+            assert!(parse_url(bad).is_err(), "{bad} should not parse");
+        }
+        let e = parse_url("https://example/").unwrap_err();
+        assert!(e.contains("not supported"), "{e}");
+    }
+
+    #[test]
+    fn url_file_errors_name_the_line() {
+        let e = parse_url_file("f", "http://a/\n\nhttp://b/\n").unwrap_err();
+        assert_eq!(e, "f:2: empty line");
+        let e = parse_url_file("f", "http://a/\nnope\n").unwrap_err();
+        assert!(e.starts_with("f:2: cannot parse URL"), "{e}");
+        assert!(parse_url_file("f", "").is_err());
+        assert_eq!(
+            parse_url_file("f", "http://a/\r\nhttp://b/").unwrap().len(),
+            2
+        );
+    }
+}
