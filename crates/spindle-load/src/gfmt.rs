@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn other_precisions() {
-        assert_eq!(g_prec(2.71828, 3), "2.72");
+        assert_eq!(g_prec(4.56789, 3), "4.57");
         assert_eq!(g_prec(1234.0, 2), "1.2e+03");
         assert_eq!(g_prec(0.5, 0), "0.5");
     }
