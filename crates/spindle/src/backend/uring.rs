@@ -954,14 +954,26 @@ impl Worker {
             return;
         }
         c.phase = Phase::Closing;
-        if c.recv_armed {
-            let gen = c.gen;
+        let gen = c.gen;
+        let recv_armed = c.recv_armed;
+        let sending = c.inflight > 0 && c.tx.is_some();
+        if recv_armed {
             self.push(
                 opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
                 ud(Op::Cancel, NO_SLOT, 0),
             );
         }
-        self.release_tx(slot);
+        if sending {
+            // A SEND to a peer that stopped reading waits for socket space
+            // forever; cancel it (a no-op if none is in flight). A READ of
+            // the file cannot be cut short and simply completes.
+            self.push(
+                opcode::AsyncCancel::new(ud(Op::Send, slot, gen)).build(),
+                ud(Op::Cancel, NO_SLOT, 0),
+            );
+        }
+        // The chunk buffer, if any, goes back to the pool only when no
+        // READ or SEND can still be using it (see maybe_release).
         self.maybe_release(slot);
     }
 
@@ -974,6 +986,7 @@ impl Worker {
         if c.phase != Phase::Closing || c.inflight > 0 {
             return;
         }
+        self.release_tx(slot);
         let c = self.conns[slot as usize].take().expect("live slot");
         debug_assert!(c.open.is_none());
         if let Some(tx) = &c.tx {
