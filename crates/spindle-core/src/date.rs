@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 thread_local! {
-    static CACHE: RefCell<(u64, String)> = RefCell::new((u64::MAX, String::new()));
+    static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
 }
 
 /// Calls `f` with the current time as an IMF-fixdate
@@ -47,7 +47,10 @@ mod tests {
         let s = super::fmt_unix(784111777);
         assert_eq!(s, "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(super::parse(s.as_bytes()), Some(784111777));
-        assert_eq!(super::parse(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(784111777));
+        assert_eq!(
+            super::parse(b"Sunday, 06-Nov-94 08:49:37 GMT"),
+            Some(784111777)
+        );
         assert_eq!(super::parse(b"garbage"), None);
         super::with_http_date(|d| assert!(d.ends_with(" GMT")));
     }

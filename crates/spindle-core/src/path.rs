@@ -151,8 +151,18 @@ mod tests {
     #[test]
     fn refusals() {
         for bad in [
-            "/..", "/../etc/passwd", "/a/../b", "/%2e%2e/x", "/%2E%2e/", "/a%2fb", "/a%2F..",
-            "/a%00b", "/%", "/%4", "/%zz", "/a\0b",
+            "/..",
+            "/../etc/passwd",
+            "/a/../b",
+            "/%2e%2e/x",
+            "/%2E%2e/",
+            "/a%2fb",
+            "/a%2F..",
+            "/a%00b",
+            "/%",
+            "/%4",
+            "/%zz",
+            "/a\0b",
         ] {
             assert_eq!(
                 resolve(bad.as_bytes(), false),

@@ -302,14 +302,20 @@ mod tests {
             panic!()
         };
         assert!(!r.keep_alive);
-        assert!(matches!(p("GET / HTTP/1.1\r\nHost: a\r\n"), Parsed::Partial));
+        assert!(matches!(
+            p("GET / HTTP/1.1\r\nHost: a\r\n"),
+            Parsed::Partial
+        ));
     }
 
     #[test]
     fn rejections() {
         assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), 400);
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
-        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n"), 400);
+        assert_eq!(
+            status("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n"),
+            400
+        );
         assert_eq!(
             status("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
             400
@@ -326,7 +332,10 @@ mod tests {
         let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n", "a".repeat(9000));
         assert_eq!(status(&big), 431);
         let many: String = (0..100).map(|i| format!("X{i}: y\r\n")).collect();
-        assert_eq!(status(&format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n")), 431);
+        assert_eq!(
+            status(&format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n")),
+            431
+        );
     }
 
     #[test]
@@ -336,7 +345,8 @@ mod tests {
             panic!()
         };
         assert_eq!(r.body, BodyFraming::Length(5));
-        let Parsed::Complete(r) = p("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let Parsed::Complete(r) =
+            p("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
         else {
             panic!()
         };

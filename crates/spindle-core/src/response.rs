@@ -58,7 +58,13 @@ struct Head {
 impl Head {
     fn new(status: u16, ctx: &Ctx) -> Head {
         let mut buf = Vec::with_capacity(320);
-        let _ = write!(buf, "HTTP/1.1 {} {}\r\nServer: {}\r\n", status, reason(status), ctx.server);
+        let _ = write!(
+            buf,
+            "HTTP/1.1 {} {}\r\nServer: {}\r\n",
+            status,
+            reason(status),
+            ctx.server
+        );
         date::with_http_date(|d| {
             buf.extend_from_slice(b"Date: ");
             buf.extend_from_slice(d.as_bytes());
@@ -166,7 +172,8 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
     };
     if not_modified {
         let mut h = Head::new(304, ctx);
-        h.header("Last-Modified", &last_modified).header("ETag", &tag);
+        h.header("Last-Modified", &last_modified)
+            .header("ETag", &tag);
         return Response {
             status: 304,
             head: h.finish(ctx),

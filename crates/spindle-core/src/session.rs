@@ -232,8 +232,7 @@ impl Session {
             Parsed::Complete(req) => req,
         };
         self.buf.drain(..req.head_len);
-        let mut keep_alive =
-            req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
+        let mut keep_alive = req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
         match req.body {
             BodyFraming::None => {}
             BodyFraming::Length(n) if n <= limits::MAX_DISCARD_BODY => {
@@ -291,10 +290,17 @@ impl Session {
         assert_eq!(self.state, State::AwaitOpen, "opened() without Step::Open");
         let req = self.current.take().expect("current request");
         let keep_alive = self.current_keep_alive;
-        let ctx = self.ctx(cfg, keep_alive, req.minor_version == 0, req.method == Method::Head);
+        let ctx = self.ctx(
+            cfg,
+            keep_alive,
+            req.minor_version == 0,
+            req.method == Method::Head,
+        );
         let resp = match result {
             Ok(meta) => match meta.kind {
-                FileKind::Regular => response::for_file(&req, &meta, open_path.path.as_bytes(), &ctx),
+                FileKind::Regular => {
+                    response::for_file(&req, &meta, open_path.path.as_bytes(), &ctx)
+                }
                 FileKind::Directory if !open_path.path.as_bytes().ends_with(path::INDEX_FILE) => {
                     let location = redirect_location(&req.target);
                     response::error(301, &ctx, &[("Location", &location)])
@@ -330,7 +336,13 @@ impl Session {
         self.state = State::Closed;
     }
 
-    fn ctx<'a>(&self, cfg: &'a SessionConfig, keep_alive: bool, announce: bool, head_only: bool) -> Ctx<'a> {
+    fn ctx<'a>(
+        &self,
+        cfg: &'a SessionConfig,
+        keep_alive: bool,
+        announce: bool,
+        head_only: bool,
+    ) -> Ctx<'a> {
         Ctx {
             server: &cfg.server_name,
             keep_alive,
@@ -407,7 +419,9 @@ mod tests {
         let mut s = Session::new();
         s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
         for name in ["a", "b"] {
-            let Step::Open(o) = s.next(&cfg) else { panic!() };
+            let Step::Open(o) = s.next(&cfg) else {
+                panic!()
+            };
             assert_eq!(o.path.as_bytes(), name.as_bytes());
             let r = s.opened(&cfg, &o, Ok(meta(3)));
             assert_eq!(r.status, 200);
@@ -423,14 +437,18 @@ mod tests {
         let cfg = SessionConfig::default();
         let mut s = Session::new();
         s.feed(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123");
-        let Step::Respond(r) = s.next(&cfg) else { panic!() };
+        let Step::Respond(r) = s.next(&cfg) else {
+            panic!()
+        };
         assert_eq!(r.status, 405);
         assert!(head_str(&r).contains("Allow: GET, HEAD"));
         assert!(r.keep_alive);
         s.sent();
         assert!(matches!(s.next(&cfg), Step::NeedInput));
         s.feed(b"456789GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
-        let Step::Open(o) = s.next(&cfg) else { panic!() };
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
         assert_eq!(o.path.as_bytes(), b"b");
     }
 
@@ -439,7 +457,9 @@ mod tests {
         let cfg = SessionConfig::default();
         let mut s = Session::new();
         s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
-        let Step::Open(o) = s.next(&cfg) else { panic!() };
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
         let r = s.opened(&cfg, &o, Ok(meta(3)));
         assert!(!r.keep_alive);
         assert!(head_str(&r).contains("Connection: close"));
@@ -452,7 +472,9 @@ mod tests {
         let cfg = SessionConfig::default();
         let mut s = Session::new();
         s.feed(b"GET /d?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
-        let Step::Open(o) = s.next(&cfg) else { panic!() };
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
         let mut m = meta(0);
         m.kind = FileKind::Directory;
         let r = s.opened(&cfg, &o, Ok(m));
@@ -460,7 +482,9 @@ mod tests {
         assert!(head_str(&r).contains("Location: /d/?x=1\r\n"));
         s.sent();
         s.feed(b"GET /../x HTTP/1.1\r\nHost: x\r\n\r\n");
-        let Step::Respond(r) = s.next(&cfg) else { panic!() };
+        let Step::Respond(r) = s.next(&cfg) else {
+            panic!()
+        };
         assert_eq!(r.status, 400);
         assert!(!r.keep_alive);
     }
@@ -477,7 +501,10 @@ mod tests {
             (format!("If-Modified-Since: {lm}"), 304),
             (format!("If-Match: {tag}"), 200),
             ("If-Match: \"nope\"".to_string(), 412),
-            ("If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT".to_string(), 412),
+            (
+                "If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT".to_string(),
+                412,
+            ),
             ("Range: bytes=1-2".to_string(), 206),
             (format!("Range: bytes=1-2\r\nIf-Range: {tag}"), 206),
             ("Range: bytes=1-2\r\nIf-Range: \"old\"".to_string(), 200),
@@ -487,7 +514,9 @@ mod tests {
         for (hdr, want) in cases {
             let mut s = Session::new();
             s.feed(format!("GET /f HTTP/1.1\r\nHost: x\r\n{hdr}\r\n\r\n").as_bytes());
-            let Step::Open(o) = s.next(&cfg) else { panic!() };
+            let Step::Open(o) = s.next(&cfg) else {
+                panic!()
+            };
             let r = s.opened(&cfg, &o, Ok(meta(5)));
             assert_eq!(r.status, want, "{hdr}");
             if want == 206 {

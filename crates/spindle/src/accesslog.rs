@@ -95,7 +95,10 @@ fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>, dropped: Arc<AtomicU
         }
         let d = dropped.load(Ordering::Relaxed);
         if d != reported {
-            eprintln!("spindle: access log fell behind; {} lines dropped so far", d);
+            eprintln!(
+                "spindle: access log fell behind; {} lines dropped so far",
+                d
+            );
             reported = d;
         }
     }

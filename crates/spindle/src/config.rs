@@ -159,7 +159,10 @@ pub struct Config {
 /// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
-    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
     let (num, mult) = match t.chars().last() {
         Some('k') => (&t[..t.len() - 1], 1u64 << 10),
         Some('m') => (&t[..t.len() - 1], 1 << 20),
@@ -175,7 +178,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 fn secs(name: &str, v: f64) -> Result<Duration, String> {
     if !(v > 0.0 && v <= 86_400.0) {
-        return Err(format!("{name} must be between 0 and 86400 seconds, not {v}"));
+        return Err(format!(
+            "{name} must be between 0 and 86400 seconds, not {v}"
+        ));
     }
     Ok(Duration::from_secs_f64(v))
 }
@@ -206,21 +211,32 @@ impl Config {
                 "chunk-size must be a multiple of 4096 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, not {chunk_size}"
             ));
         }
-        let workers = cli.workers.or(file.workers).unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
-        });
+        let workers = cli
+            .workers
+            .or(file.workers)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
         if !(1..=MAX_WORKERS).contains(&workers) {
-            return Err(format!("workers must be between 1 and {MAX_WORKERS}, not {workers}"));
+            return Err(format!(
+                "workers must be between 1 and {MAX_WORKERS}, not {workers}"
+            ));
         }
-        let max_inflight = cli.max_inflight.or(file.max_inflight).unwrap_or(DEFAULT_MAX_INFLIGHT);
+        let max_inflight = cli
+            .max_inflight
+            .or(file.max_inflight)
+            .unwrap_or(DEFAULT_MAX_INFLIGHT);
         if !(1..=MAX_MAX_INFLIGHT).contains(&max_inflight) {
             return Err(format!(
                 "max-inflight must be between 1 and {MAX_MAX_INFLIGHT}, not {max_inflight}"
             ));
         }
-        let io_threads = cli.io_threads.or(file.io_threads).unwrap_or(DEFAULT_IO_THREADS);
+        let io_threads = cli
+            .io_threads
+            .or(file.io_threads)
+            .unwrap_or(DEFAULT_IO_THREADS);
         if !(1..=MAX_WORKERS).contains(&io_threads) {
-            return Err(format!("io-threads must be between 1 and {MAX_WORKERS}, not {io_threads}"));
+            return Err(format!(
+                "io-threads must be between 1 and {MAX_WORKERS}, not {io_threads}"
+            ));
         }
         let max_connections = cli
             .max_connections
@@ -298,7 +314,9 @@ impl Config {
     pub fn session_config(&self) -> spindle_core::SessionConfig {
         spindle_core::SessionConfig {
             max_header_bytes: self.max_header_size,
-            max_request_line: self.max_header_size.min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
+            max_request_line: self
+                .max_header_size
+                .min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
             allow_dotfiles: self.dotfiles,
             ..Default::default()
         }

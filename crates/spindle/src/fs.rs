@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use spindle_core::response::{FileKind, FileMeta};
 
 /// `open_how.flags` for files served.
-pub const OPEN_FLAGS: u64 = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) as u64;
+pub const OPEN_FLAGS: u64 =
+    (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) as u64;
 /// `open_how.resolve`: stay beneath the root, never follow /proc magic links.
 pub const RESOLVE_FLAGS: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
 

@@ -101,7 +101,14 @@ pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: as above.
-    if unsafe { libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) } < 0 {
+    if unsafe {
+        libc::getsockname(
+            fd,
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    } < 0
+    {
         return Err(io::Error::last_os_error());
     }
     Ok(from_storage(&ss))
@@ -113,7 +120,14 @@ pub fn peer_string(fd: RawFd) -> String {
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: as above.
-    if unsafe { libc::getpeername(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) } < 0 {
+    if unsafe {
+        libc::getpeername(
+            fd,
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    } < 0
+    {
         return "-".to_string();
     }
     from_storage(&ss).ip().to_string()
@@ -122,11 +136,13 @@ pub fn peer_string(fd: RawFd) -> String {
 fn from_storage(ss: &libc::sockaddr_storage) -> SocketAddr {
     if ss.ss_family as i32 == libc::AF_INET6 {
         // SAFETY: the family says the storage holds a sockaddr_in6.
-        let a: libc::sockaddr_in6 = unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+        let a: libc::sockaddr_in6 =
+            unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
         SocketAddr::from((a.sin6_addr.s6_addr, u16::from_be(a.sin6_port)))
     } else {
         // SAFETY: the family says the storage holds a sockaddr_in.
-        let a: libc::sockaddr_in = unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+        let a: libc::sockaddr_in =
+            unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
         SocketAddr::from((a.sin_addr.s_addr.to_ne_bytes(), u16::from_be(a.sin_port)))
     }
 }

@@ -19,8 +19,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     if let Err(e) = backend::probe(cfg.backend) {
         if cfg.backend_is_default && cfg.backend == BackendKind::IoUring {
             let fallback = BackendKind::PosixAio;
-            backend::probe(fallback).map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
-            eprintln!("spindle: warning: {e}; falling back to the {} backend", fallback.name());
+            backend::probe(fallback)
+                .map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
+            eprintln!(
+                "spindle: warning: {e}; falling back to the {} backend",
+                fallback.name()
+            );
             cfg.backend = fallback;
         } else {
             return Err(e);
@@ -39,7 +43,9 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     for addr in &cfg.listen {
         let (actual, socks) = net::bind_group(*addr, workers).map_err(|e| {
             let hint = match e.raw_os_error() {
-                Some(libc::EADDRINUSE) => "; is another server running there? choose another port with --listen",
+                Some(libc::EADDRINUSE) => {
+                    "; is another server running there? choose another port with --listen"
+                }
                 Some(libc::EACCES) => "; ports below 1024 need root or CAP_NET_BIND_SERVICE",
                 Some(libc::EADDRNOTAVAIL) => "; that address is not on this machine",
                 _ => "",
@@ -142,7 +148,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     unsafe { libc::sigwait(&sigset, &mut sig) };
     eprintln!(
         "spindle: got {}, finishing responses in flight (up to {:.0?})",
-        if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" },
+        if sig == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        },
         cfg.drain_timeout
     );
     stop(&flag, &eventfds);

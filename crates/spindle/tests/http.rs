@@ -47,8 +47,14 @@ fn response_headers() {
         assert!(httpdate_ok(lm));
         let etag = r.header("etag").expect("ETag");
         assert!(etag.starts_with('"') && etag.ends_with('"') && !etag.starts_with("W/"));
-        assert_eq!(get(srv, "/style.css").header("content-type"), Some("text/css; charset=utf-8"));
-        assert_eq!(get(srv, "/f1").header("content-type"), Some("application/octet-stream"));
+        assert_eq!(
+            get(srv, "/style.css").header("content-type"),
+            Some("text/css; charset=utf-8")
+        );
+        assert_eq!(
+            get(srv, "/f1").header("content-type"),
+            Some("application/octet-stream")
+        );
         // The ETag changes when the file does.
         std::thread::sleep(Duration::from_millis(10));
         std::fs::write(root.path("page.txt"), "changed text\n").unwrap();
@@ -80,25 +86,37 @@ fn keep_alive_and_pipelining() {
         assert_eq!(h.header("content-length"), Some("1"));
         assert_eq!(c.body, root.read("f102400"));
         // Still open: a fourth request on the same connection.
-        s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+        s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
         let d = read_response(&mut r, false).unwrap();
         assert_eq!(d.body, root.read("f1"));
         assert!(d.closes());
-        assert!(closed_by_server(&mut r, Duration::from_secs(5)), "{b}: Connection: close not honoured");
+        assert!(
+            closed_by_server(&mut r, Duration::from_secs(5)),
+            "{b}: Connection: close not honoured"
+        );
 
         // HTTP/1.0: closes by default, stays open with keep-alive.
         let mut s = srv.connect();
         s.write_all(b"GET /f1 HTTP/1.0\r\n\r\n").unwrap();
         let mut r = BufReader::new(s);
         assert_eq!(read_response(&mut r, false).unwrap().status, 200);
-        assert!(closed_by_server(&mut r, Duration::from_secs(5)), "{b}: 1.0 without keep-alive stayed open");
+        assert!(
+            closed_by_server(&mut r, Duration::from_secs(5)),
+            "{b}: 1.0 without keep-alive stayed open"
+        );
         let mut s = srv.connect();
-        s.write_all(b"GET /f1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        s.write_all(b"GET /f1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap();
         let mut r = BufReader::new(s.try_clone().unwrap());
         let x = read_response(&mut r, false).unwrap();
         assert_eq!(x.header("connection"), Some("keep-alive"));
-        s.write_all(b"GET /f4096 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
-        assert_eq!(read_response(&mut r, false).unwrap().body, root.read("f4096"));
+        s.write_all(b"GET /f4096 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap();
+        assert_eq!(
+            read_response(&mut r, false).unwrap().body,
+            root.read("f4096")
+        );
 
         // A request split across many small writes (a slow sender).
         let mut s = srv.connect();
@@ -125,11 +143,16 @@ fn request_bodies_are_discarded() {
         let g = read_response(&mut r, false).unwrap();
         assert_eq!(g.body, root.read("f4096"));
         // A GET with a body that arrives late, in pieces.
-        s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nab").unwrap();
+        s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nab")
+            .unwrap();
         let g = read_response(&mut r, false).unwrap();
         assert_eq!(g.body, root.read("f1"));
-        s.write_all(b"cdefGET /f4097 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        assert_eq!(read_response(&mut r, false).unwrap().body, root.read("f4097"));
+        s.write_all(b"cdefGET /f4097 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(
+            read_response(&mut r, false).unwrap().body,
+            root.read("f4097")
+        );
         // A chunked body is not parsed: answer, then close.
         let mut s = srv.connect();
         s.write_all(b"PUT /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /f1 HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -147,11 +170,23 @@ fn expect_reject(srv: &Server, raw: &[u8], status: u16) {
     let mut s = srv.connect();
     s.write_all(raw).unwrap();
     let mut r = BufReader::new(s);
-    let resp = read_response(&mut r, false)
-        .unwrap_or_else(|e| panic!("no response to {:?}: {e}", String::from_utf8_lossy(&raw[..raw.len().min(60)])));
-    assert_eq!(resp.status, status, "for {:?}", String::from_utf8_lossy(&raw[..raw.len().min(60)]));
+    let resp = read_response(&mut r, false).unwrap_or_else(|e| {
+        panic!(
+            "no response to {:?}: {e}",
+            String::from_utf8_lossy(&raw[..raw.len().min(60)])
+        )
+    });
+    assert_eq!(
+        resp.status,
+        status,
+        "for {:?}",
+        String::from_utf8_lossy(&raw[..raw.len().min(60)])
+    );
     assert!(resp.closes(), "status {status} must close");
-    assert!(closed_by_server(&mut r, Duration::from_secs(5)), "connection left open after {status}");
+    assert!(
+        closed_by_server(&mut r, Duration::from_secs(5)),
+        "connection left open after {status}"
+    );
 }
 
 #[test]
@@ -161,7 +196,11 @@ fn malformed_and_oversized_requests() {
         expect_reject(srv, b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400);
         expect_reject(srv, b"GET/ HTTP/1.1\r\nHost: a\r\n\r\n", 400);
         expect_reject(srv, b"GET / HTTP/1.1\r\nHost a\r\n\r\n", 400);
-        expect_reject(srv, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400); // TLS hello
+        expect_reject(
+            srv,
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
+            400,
+        ); // TLS hello
         expect_reject(srv, b"GET / HTTP/9.9\r\nHost: a\r\n\r\n", 505);
         expect_reject(srv, b"GET /a%00b HTTP/1.1\r\nHost: a\r\n\r\n", 400);
         expect_reject(srv, b"GET /a%zz HTTP/1.1\r\nHost: a\r\n\r\n", 400);
@@ -172,13 +211,24 @@ fn malformed_and_oversized_requests() {
             b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
             400,
         );
-        expect_reject(srv, b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400);
+        expect_reject(
+            srv,
+            b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+            400,
+        );
         let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(10_000));
         expect_reject(srv, long.as_bytes(), 414);
-        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n", "b".repeat(9000));
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n",
+            "b".repeat(9000)
+        );
         expect_reject(srv, big.as_bytes(), 431);
         let many: String = (0..200).map(|i| format!("X-{i}: v\r\n")).collect();
-        expect_reject(srv, format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n").as_bytes(), 431);
+        expect_reject(
+            srv,
+            format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n").as_bytes(),
+            431,
+        );
         // An endless header that never finishes also gets 431.
         let mut s = srv.connect();
         s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nX: ").unwrap();
@@ -205,7 +255,10 @@ fn methods() {
             assert_eq!(r.status, 405, "{m}");
             assert_eq!(r.header("allow"), Some("GET, HEAD"));
         }
-        let r = request(srv, "GET http://example.test/f1 HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = request(
+            srv,
+            "GET http://example.test/f1 HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
         assert_eq!(r.status, 200, "absolute-form target");
     });
 }
@@ -216,7 +269,12 @@ fn conditional_requests() {
         let r = get(srv, "/f4096");
         let etag = r.header("etag").unwrap().to_string();
         let lm = r.header("last-modified").unwrap().to_string();
-        let cond = |h: &str| request(srv, &format!("GET /f4096 HTTP/1.1\r\nHost: t\r\n{h}\r\n\r\n"));
+        let cond = |h: &str| {
+            request(
+                srv,
+                &format!("GET /f4096 HTTP/1.1\r\nHost: t\r\n{h}\r\n\r\n"),
+            )
+        };
         let nm = cond(&format!("If-None-Match: \"x\", {etag}"));
         assert_eq!(nm.status, 304, "{b}");
         assert_eq!(nm.header("etag"), Some(etag.as_str()));
@@ -224,14 +282,23 @@ fn conditional_requests() {
         assert_eq!(cond("If-None-Match: *").status, 304);
         assert_eq!(cond("If-None-Match: \"other\"").status, 200);
         assert_eq!(cond(&format!("If-Modified-Since: {lm}")).status, 304);
-        assert_eq!(cond("If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT").status, 200);
+        assert_eq!(
+            cond("If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT").status,
+            200
+        );
         assert_eq!(cond("If-Modified-Since: not a date").status, 200);
         // If-None-Match wins over If-Modified-Since.
-        assert_eq!(cond(&format!("If-None-Match: \"x\"\r\nIf-Modified-Since: {lm}")).status, 200);
+        assert_eq!(
+            cond(&format!("If-None-Match: \"x\"\r\nIf-Modified-Since: {lm}")).status,
+            200
+        );
         assert_eq!(cond(&format!("If-Match: {etag}")).status, 200);
         assert_eq!(cond("If-Match: \"nope\"").status, 412);
         assert_eq!(cond(&format!("If-Match: W/{etag}")).status, 412);
-        assert_eq!(cond("If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT").status, 412);
+        assert_eq!(
+            cond("If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT").status,
+            412
+        );
         assert_eq!(cond(&format!("If-Unmodified-Since: {lm}")).status, 200);
         let full = cond(&format!("If-Match: {etag}"));
         assert_eq!(full.body, root.read("f4096"));
@@ -244,11 +311,17 @@ fn byte_ranges() {
         let data = root.read("f102400");
         let size = data.len();
         let range = |spec: &str, extra: &str| {
-            request(srv, &format!("GET /f102400 HTTP/1.1\r\nHost: t\r\nRange: {spec}\r\n{extra}\r\n"))
+            request(
+                srv,
+                &format!("GET /f102400 HTTP/1.1\r\nHost: t\r\nRange: {spec}\r\n{extra}\r\n"),
+            )
         };
         let r = range("bytes=0-0", "");
         assert_eq!(r.status, 206, "{b}");
-        assert_eq!(r.header("content-range"), Some(format!("bytes 0-0/{size}").as_str()));
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes 0-0/{size}").as_str())
+        );
         assert_eq!(r.body, &data[..1]);
         let r = range("bytes=1000-50999", "");
         assert_eq!(r.body, &data[1000..51000]);
@@ -257,15 +330,24 @@ fn byte_ranges() {
         assert_eq!(r.body, &data[100000..]);
         let r = range("bytes=-100", "");
         assert_eq!(r.body, &data[size - 100..]);
-        assert_eq!(r.header("content-range"), Some(format!("bytes {}-{}/{size}", size - 100, size - 1).as_str()));
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes {}-{}/{size}", size - 100, size - 1).as_str())
+        );
         let r = range("bytes=-999999", "");
         assert_eq!((r.status, r.body.len()), (206, size));
         let r = range("bytes=50-999999", "");
         assert_eq!(r.body, &data[50..]);
         let r = range(&format!("bytes={size}-"), "");
         assert_eq!(r.status, 416);
-        assert_eq!(r.header("content-range"), Some(format!("bytes */{size}").as_str()));
-        let r = request(srv, "GET /f0 HTTP/1.1\r\nHost: t\r\nRange: bytes=0-\r\n\r\n");
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes */{size}").as_str())
+        );
+        let r = request(
+            srv,
+            "GET /f0 HTTP/1.1\r\nHost: t\r\nRange: bytes=0-\r\n\r\n",
+        );
         assert_eq!(r.status, 416);
         assert_eq!(r.header("content-range"), Some("bytes */0"));
         // Multiple ranges: the whole file, 200.
@@ -276,17 +358,35 @@ fn byte_ranges() {
         assert_eq!(range("lines=1-2", "").status, 200);
         // If-Range.
         let etag = get(srv, "/f102400").header("etag").unwrap().to_string();
-        let lm = get(srv, "/f102400").header("last-modified").unwrap().to_string();
-        assert_eq!(range("bytes=0-9", &format!("If-Range: {etag}\r\n")).status, 206);
+        let lm = get(srv, "/f102400")
+            .header("last-modified")
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            range("bytes=0-9", &format!("If-Range: {etag}\r\n")).status,
+            206
+        );
         assert_eq!(range("bytes=0-9", "If-Range: \"stale\"\r\n").status, 200);
-        assert_eq!(range("bytes=0-9", &format!("If-Range: {lm}\r\n")).status, 206);
-        assert_eq!(range("bytes=0-9", "If-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n").status, 200);
+        assert_eq!(
+            range("bytes=0-9", &format!("If-Range: {lm}\r\n")).status,
+            206
+        );
+        assert_eq!(
+            range("bytes=0-9", "If-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n").status,
+            200
+        );
         // HEAD ignores Range.
-        let h = request(srv, "HEAD /f102400 HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n\r\n");
+        let h = request(
+            srv,
+            "HEAD /f102400 HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9\r\n\r\n",
+        );
         assert_eq!(h.status, 200);
         // A range of the large file, across chunk boundaries.
         let big = root.read("f1048583");
-        let r = request(srv, "GET /f1048583 HTTP/1.1\r\nHost: t\r\nRange: bytes=524000-1048582\r\n\r\n");
+        let r = request(
+            srv,
+            "GET /f1048583 HTTP/1.1\r\nHost: t\r\nRange: bytes=524000-1048582\r\n\r\n",
+        );
         assert_eq!(r.body, &big[524000..]);
     });
 }
@@ -295,7 +395,11 @@ fn byte_ranges() {
 fn directories() {
     each_backend(|b, root, srv| {
         let r = get(srv, "/");
-        assert_eq!((r.status, r.body.clone()), (200, root.read("index.html")), "{b}");
+        assert_eq!(
+            (r.status, r.body.clone()),
+            (200, root.read("index.html")),
+            "{b}"
+        );
         assert_eq!(get(srv, "/sub/").body, root.read("sub/index.html"));
         let r = get(srv, "/sub");
         assert_eq!(r.status, 301);
@@ -331,12 +435,18 @@ fn traversal_and_hidden_paths() {
         ] {
             let r = get(srv, path);
             assert_eq!(r.status, want, "{b}: {path}");
-            assert!(!String::from_utf8_lossy(&r.body).contains("root:"), "{path} leaked /etc/passwd");
+            assert!(
+                !String::from_utf8_lossy(&r.body).contains("root:"),
+                "{path} leaked /etc/passwd"
+            );
         }
         // A symlink that stays inside the root is followed.
         assert_eq!(get(srv, "/inside").body, root.read("f1"));
         // Double slashes are merged, as nginx does.
-        assert_eq!(get(srv, "//sub//index.html").body, root.read("sub/index.html"));
+        assert_eq!(
+            get(srv, "//sub//index.html").body,
+            root.read("sub/index.html")
+        );
     });
 }
 
@@ -352,16 +462,29 @@ fn dotfiles_can_be_enabled() {
 
 #[test]
 fn curl_and_a_client_library_agree() {
-    let have_curl = std::process::Command::new("curl").arg("--version").output().is_ok();
-    assert!(have_curl, "curl is required by this test (apt-get install curl)");
+    let have_curl = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok();
+    assert!(
+        have_curl,
+        "curl is required by this test (apt-get install curl)"
+    );
     each_backend(|b, root, srv| {
         for name in ["f1048583", "f0", "f4097", "index.html"] {
             let out = std::process::Command::new("curl")
                 .args(["-sS", "--fail", "-o", "-", &srv.url(&format!("/{name}"))])
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{b}: curl {name}: {}", String::from_utf8_lossy(&out.stderr));
-            assert!(out.stdout == root.read(name), "{b}: curl body of {name} differs");
+            assert!(
+                out.status.success(),
+                "{b}: curl {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                out.stdout == root.read(name),
+                "{b}: curl body of {name} differs"
+            );
             let mut body = Vec::new();
             ureq::get(&srv.url(&format!("/{name}")))
                 .call()
@@ -386,10 +509,22 @@ fn curl_and_a_client_library_agree() {
         assert!(text.contains("Content-Length: 4096"));
         // curl keeps the connection alive across URLs on one command line.
         let out = std::process::Command::new("curl")
-            .args(["-sS", "-v", "-o", "/dev/null", "-o", "/dev/null", &srv.url("/f1"), &srv.url("/f4096")])
+            .args([
+                "-sS",
+                "-v",
+                "-o",
+                "/dev/null",
+                "-o",
+                "/dev/null",
+                &srv.url("/f1"),
+                &srv.url("/f4096"),
+            ])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("Re-using existing connection") || err.contains("Reusing existing"), "{err}");
+        assert!(
+            err.contains("Re-using existing connection") || err.contains("Reusing existing"),
+            "{err}"
+        );
     });
 }

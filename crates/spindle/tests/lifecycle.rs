@@ -16,23 +16,39 @@ use common::*;
 fn header_and_keepalive_timeouts() {
     for b in backends() {
         let root = DocRoot::new(false);
-        let srv = Server::start(&b, &root.dir, &["--header-timeout", "1", "--keepalive-timeout", "1"]);
+        let srv = Server::start(
+            &b,
+            &root.dir,
+            &["--header-timeout", "1", "--keepalive-timeout", "1"],
+        );
         // Slowloris: half a request head, then silence.
         let mut s = srv.connect();
         s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\n").unwrap();
         let t = Instant::now();
-        assert!(closed_by_server(&mut s, Duration::from_secs(5)), "{b}: partial head kept open");
+        assert!(
+            closed_by_server(&mut s, Duration::from_secs(5)),
+            "{b}: partial head kept open"
+        );
         let waited = t.elapsed();
-        assert!(waited >= Duration::from_millis(700), "{b}: closed too early ({waited:?})");
+        assert!(
+            waited >= Duration::from_millis(700),
+            "{b}: closed too early ({waited:?})"
+        );
         // An idle keep-alive connection after one request.
         let mut s = srv.connect();
         s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
         let mut r = BufReader::new(s);
         assert_eq!(read_response(&mut r, false).unwrap().status, 200);
-        assert!(closed_by_server(&mut r, Duration::from_secs(5)), "{b}: idle connection kept open");
+        assert!(
+            closed_by_server(&mut r, Duration::from_secs(5)),
+            "{b}: idle connection kept open"
+        );
         // A connection that never sends anything.
         let mut s = srv.connect();
-        assert!(closed_by_server(&mut s, Duration::from_secs(5)), "{b}: silent connection kept open");
+        assert!(
+            closed_by_server(&mut s, Duration::from_secs(5)),
+            "{b}: silent connection kept open"
+        );
     }
 }
 
@@ -51,14 +67,23 @@ fn max_connections_pauses_accepting() {
         }
         // The third connection waits in the kernel's backlog, unanswered.
         let mut third = srv.connect();
-        third.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-        third.write_all(b"GET /f4096 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        third
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        third
+            .write_all(b"GET /f4096 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         let mut buf = [0u8; 16];
         let early = third.read(&mut buf);
-        assert!(early.is_err(), "{b}: third connection answered past --max-connections: {early:?}");
+        assert!(
+            early.is_err(),
+            "{b}: third connection answered past --max-connections: {early:?}"
+        );
         // Freeing a slot lets it in.
         held.pop();
-        third.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        third
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         let r = read_response(&mut BufReader::new(third), false).unwrap();
         assert_eq!(r.body, root.read("f4096"), "{b}");
     }
@@ -77,7 +102,8 @@ fn running_out_of_descriptors_does_not_spin() {
     for b in backends() {
         let root = DocRoot::new(false);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
-        let log = std::env::temp_dir().join(format!("spindle-emfile-{}-{b}.err", std::process::id()));
+        let log =
+            std::env::temp_dir().join(format!("spindle-emfile-{}-{b}.err", std::process::id()));
         cmd.args(["--backend", &b, "--workers", "1", "--listen", "127.0.0.1:0"])
             .arg(&root.dir)
             .stdout(Stdio::null())
@@ -97,25 +123,40 @@ fn running_out_of_descriptors_does_not_spin() {
         let addr = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             if let Some(l) = text.lines().find(|l| l.contains("serving ")) {
-                break l.split("http://").nth(1).unwrap().split('/').next().unwrap().to_string();
+                break l
+                    .split("http://")
+                    .nth(1)
+                    .unwrap()
+                    .split('/')
+                    .next()
+                    .unwrap()
+                    .to_string();
             }
             assert!(!text.contains("error"), "{text}");
             std::thread::sleep(Duration::from_millis(20));
         };
-        let conns: Vec<TcpStream> = (0..80).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
+        let conns: Vec<TcpStream> = (0..80)
+            .filter_map(|_| TcpStream::connect(&addr).ok())
+            .collect();
         std::thread::sleep(Duration::from_millis(300));
         let before = cpu_ticks(child.id());
         std::thread::sleep(Duration::from_secs(2));
         let used = cpu_ticks(child.id()) - before;
         // 2 s of wall time; a spinning accept loop would burn ~200 ticks.
-        assert!(used < 40, "{b}: server used {used} ticks of CPU in 2 s while out of descriptors");
+        assert!(
+            used < 40,
+            "{b}: server used {used} ticks of CPU in 2 s while out of descriptors"
+        );
         drop(conns);
         std::thread::sleep(Duration::from_millis(1500));
         let mut s = TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
         let r = read_response(&mut BufReader::new(s), false).unwrap();
-        assert_eq!(r.status, 200, "{b}: not serving after descriptors were freed");
+        assert_eq!(
+            r.status, 200,
+            "{b}: not serving after descriptors were freed"
+        );
         let _ = child.kill();
         let _ = child.wait();
         let _ = std::fs::remove_file(&log);
@@ -130,21 +171,26 @@ fn sigterm_drains_responses_in_flight() {
         let addr = srv.addr;
         // A large download in progress, read slowly.
         let mut dl = srv.connect();
-        dl.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        dl.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         let mut dl = BufReader::new(dl);
         let mut line = String::new();
         dl.read_line(&mut line).unwrap();
         assert!(line.starts_with("HTTP/1.1 200"), "{b}: {line}");
         // An idle keep-alive connection.
         let mut idle = srv.connect();
-        idle.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        idle.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         let mut idle = BufReader::new(idle);
         read_response(&mut idle, false).unwrap();
 
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(srv.child.id() as i32, libc::SIGTERM) };
         // The idle connection is closed promptly...
-        assert!(closed_by_server(&mut idle, Duration::from_secs(5)), "{b}: idle connection not closed on SIGTERM");
+        assert!(
+            closed_by_server(&mut idle, Duration::from_secs(5)),
+            "{b}: idle connection not closed on SIGTERM"
+        );
         // ...no new connections are served...
         std::thread::sleep(Duration::from_millis(300));
         let refused = match TcpStream::connect(addr) {
@@ -167,7 +213,11 @@ fn sigterm_drains_responses_in_flight() {
             }
         }
         dl.read_to_end(&mut rest).unwrap();
-        assert!(rest == root.read("big"), "{b}: download cut short by shutdown ({} bytes)", rest.len());
+        assert!(
+            rest == root.read("big"),
+            "{b}: download cut short by shutdown ({} bytes)",
+            rest.len()
+        );
         let st = srv.terminate();
         assert!(st.success(), "{b}: exit status {st:?}");
     }
@@ -179,12 +229,18 @@ fn drain_timeout_bounds_shutdown() {
         let root = DocRoot::new(true);
         let mut srv = Server::start(&b, &root.dir, &["--drain-timeout", "1"]);
         let mut stuck = srv.connect();
-        stuck.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        stuck
+            .write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         std::thread::sleep(Duration::from_millis(200));
         let t = Instant::now();
         let st = srv.terminate();
         assert!(st.success(), "{b}: {st:?}");
-        assert!(t.elapsed() < Duration::from_secs(5), "{b}: drain took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{b}: drain took {:?}",
+            t.elapsed()
+        );
         drop(stuck);
     }
 }
@@ -193,7 +249,9 @@ fn drain_timeout_bounds_shutdown() {
 fn access_log_in_combined_format() {
     for b in backends() {
         let root = DocRoot::new(false);
-        let log = root.path("../").join(format!("access-{}-{b}.log", std::process::id()));
+        let log = root
+            .path("../")
+            .join(format!("access-{}-{b}.log", std::process::id()));
         let srv = Server::start(&b, &root.dir, &["--access-log", log.to_str().unwrap()]);
         let mut s = srv.connect();
         s.write_all(b"GET /f4096?q=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: test-agent\r\nReferer: http://ref/\r\n\r\nGET /missing HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -213,11 +271,16 @@ fn access_log_in_combined_format() {
         assert_eq!(lines.len(), 2, "{b}: {text}");
         assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
         assert!(
-            lines[0].ends_with("\"GET /f4096?q=1 HTTP/1.1\" 200 4096 \"http://ref/\" \"test-agent\""),
+            lines[0]
+                .ends_with("\"GET /f4096?q=1 HTTP/1.1\" 200 4096 \"http://ref/\" \"test-agent\""),
             "{}",
             lines[0]
         );
-        assert!(lines[1].contains("\"GET /missing HTTP/1.1\" 404 "), "{}", lines[1]);
+        assert!(
+            lines[1].contains("\"GET /missing HTTP/1.1\" 404 "),
+            "{}",
+            lines[1]
+        );
         drop(srv);
         let _ = std::fs::remove_file(&log);
     }
@@ -227,7 +290,9 @@ fn access_log_in_combined_format() {
 fn config_file_with_flag_overrides() {
     for b in backends() {
         let root = DocRoot::new(false);
-        let dir = root.path("../").join(format!("cfg-{}-{b}", std::process::id()));
+        let dir = root
+            .path("../")
+            .join(format!("cfg-{}-{b}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("access.log");
         let cfg = dir.join("spindle.toml");
@@ -243,9 +308,14 @@ fn config_file_with_flag_overrides() {
         let srv = Server::start(&b, &root.dir, &["--config", cfg.to_str().unwrap()]);
         assert!(srv.stderr().contains("1 worker)"), "{}", srv.stderr());
         let r = get(&srv, "/f1048583");
-        assert!(r.body == root.read("f1048583"), "{b}: body with 64k chunks differs");
+        assert!(
+            r.body == root.read("f1048583"),
+            "{b}: body with 64k chunks differs"
+        );
         std::thread::sleep(Duration::from_millis(800));
-        assert!(std::fs::read_to_string(&log).unwrap_or_default().contains("/f1048583"));
+        assert!(std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("/f1048583"));
         drop(srv);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -260,10 +330,17 @@ fn expect_startup_error(args: &[&str], code: i32, needle: &str) {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-    assert!(err.contains(needle), "{args:?}: expected {needle:?} in {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected {needle:?} in {err}"
+    );
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     if code == 1 {
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: more than one line: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: more than one line: {err}"
+        );
         assert!(err.starts_with("spindle: error: "), "{err}");
     }
 }
@@ -274,19 +351,31 @@ fn bad_configuration_fails_clearly() {
     let r = root.dir.to_str().unwrap();
     expect_startup_error(&["/nonexistent/dir"], 1, "No such file or directory");
     expect_startup_error(&[&format!("{r}/f1")], 1, "not a directory");
-    expect_startup_error(&["--config", "/nonexistent.toml", r], 1, "cannot read config file");
+    expect_startup_error(
+        &["--config", "/nonexistent.toml", r],
+        1,
+        "cannot read config file",
+    );
     let bad = root.path("bad.toml");
     std::fs::write(&bad, "worker = 3\n").unwrap();
     expect_startup_error(&["--config", bad.to_str().unwrap(), r], 1, "unknown field");
     std::fs::write(&bad, "workers = \"many\"\n").unwrap();
     expect_startup_error(&["--config", bad.to_str().unwrap(), r], 1, "config file");
     std::fs::write(&bad, "backend = \"carrier-pigeon\"\n").unwrap();
-    expect_startup_error(&["--config", bad.to_str().unwrap(), r], 1, "unknown variant");
+    expect_startup_error(
+        &["--config", bad.to_str().unwrap(), r],
+        1,
+        "unknown variant",
+    );
     expect_startup_error(&["--chunk-size", "1000", r], 1, "multiple of 4096");
     expect_startup_error(&["--workers", "0", r], 1, "workers");
     expect_startup_error(&["--max-inflight", "0", r], 1, "max-inflight");
     expect_startup_error(&["--keepalive-timeout", "0", r], 1, "keepalive-timeout");
-    expect_startup_error(&["--listen", "127.0.0.1:0", "--listen", "203.0.113.7:80", r], 1, "not on this machine");
+    expect_startup_error(
+        &["--listen", "127.0.0.1:0", "--listen", "203.0.113.7:80", r],
+        1,
+        "not on this machine",
+    );
     // Clap's own usage errors exit with 2.
     expect_startup_error(&["--no-such-flag", r], 2, "--no-such-flag");
     expect_startup_error(&["--listen", "nonsense", r], 2, "invalid");
@@ -306,7 +395,8 @@ fn a_file_truncated_while_sent_is_cut_short_not_padded() {
         let mut s = srv.connect();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         // A small receive buffer keeps the server from racing ahead.
-        s.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        s.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         let mut r = BufReader::with_capacity(4096, s);
         let mut line = String::new();
         loop {
@@ -319,7 +409,10 @@ fn a_file_truncated_while_sent_is_cut_short_not_padded() {
         let mut first = vec![0u8; 1 << 20];
         r.read_exact(&mut first).unwrap();
         // Shrink the file to 2 MiB under the server's feet.
-        let f = std::fs::OpenOptions::new().write(true).open(root.path("big")).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.path("big"))
+            .unwrap();
         f.set_len(2 << 20).unwrap();
         drop(f);
         let mut rest = Vec::new();
@@ -332,7 +425,10 @@ fn a_file_truncated_while_sent_is_cut_short_not_padded() {
         let mut all = first;
         all.extend_from_slice(&rest);
         // Every byte that was sent is a byte the file held at that offset.
-        assert!(all[..] == original[..all.len()], "{b}: wrong bytes sent from a changing file");
+        assert!(
+            all[..] == original[..all.len()],
+            "{b}: wrong bytes sent from a changing file"
+        );
         // The server is still up and well.
         assert_eq!(get(&srv, "/f4096").body, root.read("f4096"), "{b}");
     }

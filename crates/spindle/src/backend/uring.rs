@@ -100,7 +100,11 @@ fn ud(op: Op, slot: u32, gen: u32) -> u64 {
 }
 
 fn ud_parts(v: u64) -> (Op, u32, u32) {
-    (Op::from_u8(v as u8), (v >> 8) as u32 & NO_SLOT, (v >> 32) as u32)
+    (
+        Op::from_u8(v as u8),
+        (v >> 8) as u32 & NO_SLOT,
+        (v >> 32) as u32,
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,7 +263,8 @@ impl Worker {
         )
         .expect("buffer ring layout");
         // SAFETY: the layout has a non-zero size.
-        let br_entries = unsafe { std::alloc::alloc_zeroed(br_layout) }.cast::<types::BufRingEntry>();
+        let br_entries =
+            unsafe { std::alloc::alloc_zeroed(br_layout) }.cast::<types::BufRingEntry>();
         if br_entries.is_null() {
             return Err("out of memory for the receive buffer ring".into());
         }
@@ -317,7 +322,10 @@ impl Worker {
         w.arm_tick();
         let efd = w.ctx.shutdown.eventfd;
         let ptr = (&mut *w.wake_buf as *mut u64).cast::<u8>();
-        w.push(opcode::Read::new(types::Fd(efd), ptr, 8).build(), ud(Op::Wake, NO_SLOT, 0));
+        w.push(
+            opcode::Read::new(types::Fd(efd), ptr, 8).build(),
+            ud(Op::Wake, NO_SLOT, 0),
+        );
         Ok(w)
     }
 
@@ -365,7 +373,8 @@ impl Worker {
         // SAFETY: the tail lives inside the entries allocation; the kernel
         // reads it with acquire semantics, so it is stored with release.
         unsafe {
-            let tail = types::BufRingEntry::tail(self.br_entries) as *const std::sync::atomic::AtomicU16;
+            let tail =
+                types::BufRingEntry::tail(self.br_entries) as *const std::sync::atomic::AtomicU16;
             (*tail).store(self.br_tail, std::sync::atomic::Ordering::Release);
         }
     }
@@ -432,7 +441,10 @@ impl Worker {
             }
             for slot in std::mem::take(&mut self.rearm) {
                 if let Some(c) = &self.conns[slot as usize] {
-                    if matches!(c.phase, Phase::Reading | Phase::Opening | Phase::Sending | Phase::Lingering) {
+                    if matches!(
+                        c.phase,
+                        Phase::Reading | Phase::Opening | Phase::Sending | Phase::Lingering
+                    ) {
                         self.arm_recv(slot);
                     }
                 }
@@ -518,7 +530,10 @@ impl Worker {
         let fd = res;
         if self.draining || self.live >= self.max_conns {
             // Raced with a cancel: this one was already accepted.
-            self.push(opcode::Close::new(types::Fd(fd)).build(), ud(Op::Close, NO_SLOT, 0));
+            self.push(
+                opcode::Close::new(types::Fd(fd)).build(),
+                ud(Op::Close, NO_SLOT, 0),
+            );
             return;
         }
         net::set_nodelay(fd);
@@ -567,7 +582,8 @@ impl Worker {
     fn drive(&mut self, slot: u32) {
         let cfg = self.ctx.session_cfg.clone();
         let now = self.now;
-        let (keepalive, header_timeout) = (self.ctx.cfg.keepalive_timeout, self.ctx.cfg.header_timeout);
+        let (keepalive, header_timeout) =
+            (self.ctx.cfg.keepalive_timeout, self.ctx.cfg.header_timeout);
         let draining = self.draining;
         let c = self.conn(slot);
         debug_assert_eq!(c.phase, Phase::Reading);
@@ -577,7 +593,12 @@ impl Worker {
                     self.begin_close(slot, false);
                     return;
                 }
-                c.deadline = now + if c.session.mid_request() { header_timeout } else { keepalive };
+                c.deadline = now
+                    + if c.session.mid_request() {
+                        header_timeout
+                    } else {
+                        keepalive
+                    };
                 if draining && !c.session.mid_request() {
                     self.begin_close(slot, false);
                     return;
@@ -596,7 +617,11 @@ impl Worker {
                 let how: *const types::OpenHow = &pending.how;
                 c.open = Some(pending);
                 let root = self.ctx.root.fd();
-                self.push_conn(slot, Op::Open, opcode::OpenAt2::new(types::Fd(root), path, how).build());
+                self.push_conn(
+                    slot,
+                    Op::Open,
+                    opcode::OpenAt2::new(types::Fd(root), path, how).build(),
+                );
                 self.arm_recv(slot);
             }
             Step::Respond(resp) => self.start_tx(slot, resp),
@@ -915,7 +940,9 @@ impl Worker {
         self.pool_free.push(b);
         // Wake the first waiter that is still sending.
         while let Some(s) = self.pool_waiters.pop_front() {
-            let Some(c) = self.conns[s as usize].as_mut() else { continue };
+            let Some(c) = self.conns[s as usize].as_mut() else {
+                continue;
+            };
             if c.phase != Phase::Sending {
                 continue;
             }
@@ -949,7 +976,11 @@ impl Worker {
             c.phase = Phase::Lingering;
             c.deadline = now + LINGER_TIMEOUT;
             let fd = c.fd;
-            self.push_conn(slot, Op::Shutdown, opcode::Shutdown::new(types::Fd(fd), libc::SHUT_WR).build());
+            self.push_conn(
+                slot,
+                Op::Shutdown,
+                opcode::Shutdown::new(types::Fd(fd), libc::SHUT_WR).build(),
+            );
             self.arm_recv(slot);
             return;
         }
@@ -992,7 +1023,10 @@ impl Worker {
         if let Some(tx) = &c.tx {
             debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
         }
-        self.push(opcode::Close::new(types::Fd(c.fd)).build(), ud(Op::Close, NO_SLOT, 0));
+        self.push(
+            opcode::Close::new(types::Fd(c.fd)).build(),
+            ud(Op::Close, NO_SLOT, 0),
+        );
         drop(c.file);
         self.free.push(slot);
         self.live -= 1;
@@ -1018,7 +1052,9 @@ impl Worker {
         }
         let force = self.drain_deadline.is_some_and(|d| now >= d);
         for slot in 0..self.conns.len() as u32 {
-            let Some(c) = &self.conns[slot as usize] else { continue };
+            let Some(c) = &self.conns[slot as usize] else {
+                continue;
+            };
             let expired = match c.phase {
                 Phase::Reading => c.recv_armed && now >= c.deadline,
                 Phase::Sending | Phase::Lingering => now >= c.deadline,

@@ -67,7 +67,11 @@ impl DocRoot {
         std::fs::create_dir_all(dir.join("noindex")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         for (i, &size) in SIZES.iter().enumerate() {
-            std::fs::write(dir.join(format!("f{size}")), random_bytes(size, i as u64 + 1)).unwrap();
+            std::fs::write(
+                dir.join(format!("f{size}")),
+                random_bytes(size, i as u64 + 1),
+            )
+            .unwrap();
         }
         if with_big {
             std::fs::write(dir.join("big"), random_bytes(BIG_SIZE, 99)).unwrap();
@@ -109,7 +113,11 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let p = dir.join(name);
-    assert!(p.exists(), "{} not built; run `cargo build --workspace` first", p.display());
+    assert!(
+        p.exists(),
+        "{} not built; run `cargo build --workspace` first",
+        p.display()
+    );
     p
 }
 
@@ -123,9 +131,12 @@ pub struct Server {
 impl Server {
     /// Starts `spindle --backend B --listen 127.0.0.1:0 ROOT EXTRA...` and
     /// waits for its startup line, which names the port.
+    // The child is waited for by `Server`'s Drop (or on the failure path).
+    #[allow(clippy::zombie_processes)]
     pub fn start(backend: &str, root: &Path, extra: &[&str]) -> Server {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let stderr_log = std::env::temp_dir().join(format!("spindle-test-{}-{n}.err", std::process::id()));
+        let stderr_log =
+            std::env::temp_dir().join(format!("spindle-test-{}-{n}.err", std::process::id()));
         let err = std::fs::File::create(&stderr_log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
         cmd.arg("--backend")
@@ -137,7 +148,7 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err);
-        let child = cmd.spawn().expect("start spindle");
+        let mut child = cmd.spawn().expect("start spindle");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let text = std::fs::read_to_string(&stderr_log).unwrap_or_default();
@@ -151,6 +162,8 @@ impl Server {
                 };
             }
             if text.contains("error") || Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
                 panic!("spindle did not start: {text}");
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -181,7 +194,10 @@ impl Server {
             if let Some(st) = self.child.try_wait().unwrap() {
                 return st;
             }
-            assert!(Instant::now() < deadline, "spindle did not exit after SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "spindle did not exit after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -229,7 +245,10 @@ impl Resp {
 pub fn read_response(r: &mut impl BufRead, head_only: bool) -> std::io::Result<Resp> {
     let mut status_line = String::new();
     if r.read_line(&mut status_line)? == 0 {
-        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "connection closed",
+        ));
     }
     let status_line = status_line.trim_end().to_string();
     let status: u16 = status_line
@@ -277,7 +296,10 @@ pub fn request(server: &Server, raw: &str) -> Resp {
 
 /// `GET path` with Host, on a fresh connection.
 pub fn get(server: &Server, path: &str) -> Resp {
-    request(server, &format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n"))
+    request(
+        server,
+        &format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n"),
+    )
 }
 
 /// Whether the server closed the connection: after reading a response,
@@ -290,7 +312,12 @@ pub fn closed_by_server(r: &mut impl Read, wait: Duration) -> bool {
             Ok(0) => return true,
             Ok(_) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if Instant::now() >= deadline {
                     return false;
                 }
