@@ -156,6 +156,9 @@ struct Conn {
     retried: bool,
     got_first_byte: bool,
     saw_input: bool,
+    /// The peer hung up (RDHUP/HUP/ERR seen): read to the end, since no
+    /// further edge will come.
+    peer_closed: bool,
     throttle_bytes: u64,
 }
 
@@ -182,6 +185,15 @@ enum Read {
     },
     IoError(io::Error),
     Proto(String),
+}
+
+/// An OS error as strerror says it, without Rust's " (os error N)".
+fn errmsg(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }
 
 fn token(slot: usize, gen: u32) -> u64 {
@@ -316,6 +328,7 @@ impl<'a> Worker<'a> {
             retried: false,
             got_first_byte: false,
             saw_input: false,
+            peer_closed: false,
             throttle_bytes: 0,
         });
         Ok((slot, connected))
@@ -384,7 +397,7 @@ impl<'a> Worker<'a> {
                 self.in_flight += 1;
                 self.shared.current.fetch_add(1, Relaxed);
                 self.stats.errors += 1;
-                self.note(url, &e.to_string());
+                self.note(url, &errmsg(&e));
                 self.account_end();
             }
         }
@@ -446,7 +459,7 @@ impl<'a> Worker<'a> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.fail(slot, e.to_string(), true);
+                    self.fail(slot, errmsg(&e), true);
                     return;
                 }
             }
@@ -464,7 +477,7 @@ impl<'a> Worker<'a> {
             }
             Read::Done { extra } => self.response_done(slot, extra),
             Read::Eof => self.on_eof(slot),
-            Read::IoError(e) => self.fail(slot, e.to_string(), true),
+            Read::IoError(e) => self.fail(slot, errmsg(&e), true),
             Read::Proto(e) => self.fail(slot, e, false),
         }
     }
@@ -505,7 +518,7 @@ impl<'a> Worker<'a> {
                         Ok(Feed::Done { used }) => return Read::Done { extra: used < n },
                         Err(e) => return Read::Proto(e.to_string()),
                     }
-                    if n < want {
+                    if n < want && !c.peer_closed {
                         return Read::Pending;
                     }
                 }
@@ -617,6 +630,7 @@ impl<'a> Worker<'a> {
             }
         }
         let mut msg = None;
+        let answered = matches!(outcome, Outcome::Complete | Outcome::Short(_));
         match outcome {
             Outcome::Complete => {
                 self.stats.fetch.record(took);
@@ -679,7 +693,7 @@ impl<'a> Worker<'a> {
                 self.send_request(slot);
                 return;
             }
-        } else if plan.keepalive && !reusable && !stopping {
+        } else if plan.keepalive && !reusable && answered {
             self.stats.reconnects += 1;
         }
         self.close(slot);
@@ -698,6 +712,9 @@ impl<'a> Worker<'a> {
         let output = ev.events & (EV_OUT | EV_ERR | EV_HUP) != 0;
         let keepalive = self.plan.keepalive;
         let c = self.conn(slot);
+        if ev.events & (EV_RDHUP | EV_HUP | EV_ERR) != 0 {
+            c.peer_closed = true;
+        }
         match c.phase {
             Phase::Connecting => {
                 if input {
@@ -706,7 +723,7 @@ impl<'a> Worker<'a> {
                 if output {
                     match sys::take_error(c.fd.as_raw_fd()) {
                         Ok(None) => self.on_connected(slot),
-                        Ok(Some(e)) | Err(e) => self.fail(slot, e.to_string(), true),
+                        Ok(Some(e)) | Err(e) => self.fail(slot, errmsg(&e), true),
                     }
                 }
             }
@@ -761,7 +778,7 @@ impl<'a> Worker<'a> {
             Err(e) => {
                 self.idle_setting_up -= 1;
                 self.stats.idle_errors += 1;
-                self.note(url, &format!("idle connection: {e}"));
+                self.note(url, &format!("idle connection: {}", errmsg(&e)));
             }
         }
     }

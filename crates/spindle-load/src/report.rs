@@ -27,7 +27,8 @@
 //! fetch_ms          whole fetch (see below)           } p99_9 (null if count 0)
 //! codes             {"200": n, ...} response status counts
 //! timeouts, errors, bad_bytes, bad_checksums
-//! reconnects        keep-alive connections the server closed (then reopened)
+//! reconnects        keep-alive connections the server closed (a new one is opened
+//!                   if fetches remain)
 //! idle              {requested, held_at_start, held_at_end, dropped, errors}
 //! cpu               null without --cpu; else {interval_secs, samples: [CpuSample],
 //!                   average: CpuSample over the whole run}; a CpuSample is

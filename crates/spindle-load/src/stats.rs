@@ -71,8 +71,7 @@ pub struct Stats {
     pub errors: u64,
     pub bad_bytes: u64,
     pub bad_checksums: u64,
-    /// Keep-alive connections the server closed, after which a new one was
-    /// opened.
+    /// Keep-alive connections the server closed (or asked to close).
     pub reconnects: u64,
     /// Idle connections held when the measured run started.
     pub idle_held_at_start: u64,
