@@ -1,0 +1,747 @@
+//! The send side. Memory senders (`send`, `epoll`, `uring-send`,
+//! `uring-send-zc`) send the source file's bytes from the in-memory copy;
+//! file senders (`sendfile`, `uring-splice`, `linux-aio-sendfile`) take
+//! them from the file itself. Socket `k` carries the stream described in
+//! `source.rs`; every message is at most `size` bytes and ends on a
+//! multiple of `size`.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use io_uring::{cqueue, opcode, types, IoUring};
+
+use crate::bench::{past, Meter, SendMode, ThreadOut, ZcStats};
+use crate::recv::{new_ring, RING_ENTRIES};
+use crate::source::Source;
+use crate::sys;
+
+/// `IORING_SEND_ZC_REPORT_USAGE` (sqe->ioprio of SEND_ZC): the notification
+/// reports whether the kernel fell back to copying.
+const SEND_ZC_REPORT_USAGE: u16 = 8;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`, in the notification's `res`.
+const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
+/// SEND_ZC: bytes per socket whose notification may be outstanding (the
+/// buffers a server would have to hold); above it the sender waits.
+pub const ZC_MAX_UNNOTIFIED: u64 = 8 << 20;
+/// linux-aio-sendfile: /dev/shm buffer slots per socket (reads ahead).
+pub const AIO_SLOTS: usize = 4;
+/// Directory of the linux-aio-sendfile buffers.
+pub const SHM_DIR: &str = "/dev/shm";
+/// Default pipe capacity asked for by `uring-splice` (raised to the message size).
+const PIPE_MIN: usize = 64 << 10;
+const PAGE: usize = 4096;
+const EPOLL_BATCH: usize = 64;
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// What a sender thread needs.
+pub struct Job<'a> {
+    pub mode: SendMode,
+    pub size: usize,
+    /// Bytes to send per socket (a multiple of `size`).
+    pub per_socket: u64,
+    pub time_limit: Option<Duration>,
+    pub source: &'a Source,
+}
+
+/// One socket's progress.
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    k: usize,
+    fd: RawFd,
+    /// Bytes handed to the kernel.
+    pos: u64,
+    /// Bytes to send; lowered to `pos` when the time limit stops the stream.
+    total: u64,
+    done: bool,
+}
+
+impl Stream {
+    fn new(k: usize, fd: RawFd, total: u64) -> Stream {
+        Stream {
+            k,
+            fd,
+            pos: 0,
+            total,
+            done: false,
+        }
+    }
+
+    /// At a message boundary past the deadline: end the stream here.
+    fn maybe_stop(&mut self, size: usize, deadline: Option<Instant>) {
+        // `size` is a power of two.
+        if self.pos & (size as u64 - 1) == 0 && self.pos < self.total && past(deadline) {
+            self.total = self.pos;
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.pos >= self.total
+    }
+}
+
+fn sent_of(streams: &[Stream]) -> Vec<(usize, u64)> {
+    streams.iter().map(|s| (s.k, s.pos)).collect()
+}
+
+/// Runs sender `job.mode` on the sockets `fds` ((index, fd) pairs).
+pub fn run(job: &Job<'_>, m: &mut Meter<'_>, fds: &[(usize, RawFd)]) -> anyhow::Result<ThreadOut> {
+    match job.mode {
+        SendMode::Send => blocking(job, m, fds, false),
+        SendMode::Sendfile => blocking(job, m, fds, true),
+        SendMode::Epoll => epoll(job, m, fds),
+        SendMode::UringSend => uring_send(job, m, fds, false),
+        SendMode::UringSendZc => uring_send(job, m, fds, true),
+        SendMode::UringSplice => uring_splice(job, m, fds),
+        SendMode::LinuxAioSendfile => aio_sendfile(job, m, fds),
+    }
+}
+
+fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+fn blocking(
+    job: &Job<'_>,
+    m: &mut Meter<'_>,
+    fds: &[(usize, RawFd)],
+    from_file: bool,
+) -> anyhow::Result<ThreadOut> {
+    let &[(k, fd)] = fds else {
+        bail!("blocking senders take one socket per thread");
+    };
+    let src = job.source;
+    let file = if from_file {
+        Some(std::fs::File::open(&src.path).context("opening the source file")?)
+    } else {
+        None
+    };
+    let mut s = Stream::new(k, fd, job.per_socket);
+    let start = m.start();
+    let deadline = job.time_limit.map(|l| start + l);
+    while !s.finished() {
+        s.maybe_stop(job.size, deadline);
+        if s.finished() {
+            break;
+        }
+        let off = src.offset(k, s.pos);
+        let len = src.msg_len(k, s.pos, s.total, job.size);
+        let n = match &file {
+            None => retry(|| sys::send(fd, &src.content[off..off + len])).context("send")?,
+            Some(f) => {
+                retry(|| sys::sendfile(fd, f.as_raw_fd(), off as u64, len)).context("sendfile")?
+            }
+        };
+        if n == 0 {
+            bail!("zero-length write at stream position {}", s.pos);
+        }
+        s.pos += n as u64;
+    }
+    sys::shutdown(fd, libc::SHUT_WR).context("shutdown")?;
+    m.stop();
+    Ok(ThreadOut {
+        sent: vec![(k, s.pos)],
+        ..Default::default()
+    })
+}
+
+fn epoll(job: &Job<'_>, m: &mut Meter<'_>, fds: &[(usize, RawFd)]) -> anyhow::Result<ThreadOut> {
+    let src = job.source;
+    let ep = sys::Epoll::new()?;
+    let mut streams: Vec<Stream> = fds
+        .iter()
+        .map(|&(k, fd)| Stream::new(k, fd, job.per_socket))
+        .collect();
+    for (i, s) in streams.iter().enumerate() {
+        sys::set_nonblocking(s.fd, true)?;
+        ep.add(s.fd, libc::EPOLLOUT as u32, i as u64)?;
+    }
+    let mut events = vec![sys::epoll_event_zero(); EPOLL_BATCH];
+    let mut open = streams.len();
+    let start = m.start();
+    let deadline = job.time_limit.map(|l| start + l);
+    while open > 0 {
+        let evs = ep.wait(&mut events, -1)?;
+        for ev in evs {
+            let s = &mut streams[ev.u64 as usize];
+            loop {
+                s.maybe_stop(job.size, deadline);
+                if s.finished() {
+                    ep.delete(s.fd)?;
+                    sys::shutdown(s.fd, libc::SHUT_WR).context("shutdown")?;
+                    s.done = true;
+                    open -= 1;
+                    break;
+                }
+                let off = src.offset(s.k, s.pos);
+                let len = src.msg_len(s.k, s.pos, s.total, job.size);
+                match sys::send(s.fd, &src.content[off..off + len]) {
+                    Ok(n) => s.pos += n as u64,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e).context("send"),
+                }
+            }
+        }
+    }
+    m.stop();
+    Ok(ThreadOut {
+        sent: sent_of(&streams),
+        ..Default::default()
+    })
+}
+
+fn push(ring: &mut IoUring, e: &io_uring::squeue::Entry) -> anyhow::Result<()> {
+    // SAFETY: callers only push entries whose buffers outlive the request
+    // (see the SAFETY notes at each call site).
+    unsafe {
+        if ring.submission().push(e).is_err() {
+            ring.submit()?;
+            ring.submission()
+                .push(e)
+                .map_err(|_| anyhow::anyhow!("submission queue full"))?;
+        }
+    }
+    Ok(())
+}
+
+/// After an error: shut the sockets down so pending requests complete and
+/// reap them, for at most DRAIN_LIMIT. `pending` counts CQEs still due
+/// (results plus SEND_ZC notifications). Returns true if all arrived.
+fn drain(ring: &mut IoUring, fds: &[(usize, RawFd)], mut pending: usize) -> bool {
+    for &(_, fd) in fds {
+        let _ = sys::shutdown(fd, libc::SHUT_RDWR);
+    }
+    let until = Instant::now() + DRAIN_LIMIT;
+    while pending > 0 && Instant::now() < until {
+        let ts = types::Timespec::new().nsec(10_000_000);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let _ = ring.submitter().submit_with_args(1, &args);
+        for cqe in ring.completion() {
+            // A result with F_MORE is followed by a notification.
+            if !cqueue::more(cqe.flags()) {
+                pending = pending.saturating_sub(1);
+            }
+        }
+    }
+    pending == 0
+}
+
+/// io_uring SEND or SEND_ZC, one request in flight per socket.
+fn uring_send(
+    job: &Job<'_>,
+    m: &mut Meter<'_>,
+    fds: &[(usize, RawFd)],
+    zc: bool,
+) -> anyhow::Result<ThreadOut> {
+    let src = job.source;
+    let mut ring = new_ring(RING_ENTRIES)?;
+    let mut streams: Vec<Stream> = fds
+        .iter()
+        .map(|&(k, fd)| Stream::new(k, fd, job.per_socket))
+        .collect();
+    // Per socket: is a request in flight; bytes awaiting a notification,
+    // by request sequence number.
+    let mut busy = vec![false; streams.len()];
+    let mut unnotified: Vec<VecDeque<(u64, u64)>> = vec![VecDeque::new(); streams.len()];
+    let mut held = vec![0u64; streams.len()];
+    let mut seq = 0u64;
+    let mut stats = ZcStats::default();
+    let mut inflight = 0usize; // results and notifications still due
+    let mut open = streams.len();
+    let r = (|| -> anyhow::Result<()> {
+        let start = m.start();
+        let deadline = job.time_limit.map(|l| start + l);
+        loop {
+            // Issue what can be issued.
+            for i in 0..streams.len() {
+                let s = &mut streams[i];
+                if busy[i] || s.done {
+                    continue;
+                }
+                s.maybe_stop(job.size, deadline);
+                if s.finished() {
+                    sys::shutdown(s.fd, libc::SHUT_WR).context("shutdown")?;
+                    s.done = true;
+                    open -= 1;
+                    continue;
+                }
+                if zc && held[i] >= ZC_MAX_UNNOTIFIED {
+                    continue; // wait for notifications
+                }
+                let off = src.offset(s.k, s.pos);
+                let len = src.msg_len(s.k, s.pos, s.total, job.size);
+                let ptr = src.content[off..off + len].as_ptr();
+                seq += 1;
+                let ud = (seq << 8) | i as u64;
+                let e = if zc {
+                    opcode::SendZc::new(types::Fd(s.fd), ptr, len as u32)
+                        .flags(libc::MSG_NOSIGNAL)
+                        .zc_flags(SEND_ZC_REPORT_USAGE)
+                        .build()
+                        .user_data(ud)
+                } else {
+                    opcode::Send::new(types::Fd(s.fd), ptr, len as u32)
+                        .flags(libc::MSG_NOSIGNAL)
+                        .build()
+                        .user_data(ud)
+                };
+                // SAFETY: the bytes are in the Source, which outlives this
+                // thread; SEND_ZC pages stay referenced until the
+                // notification, which we wait for before returning.
+                push(&mut ring, &e)?;
+                busy[i] = true;
+                inflight += 1;
+            }
+            if open == 0 && inflight == 0 {
+                break;
+            }
+            ring.submit_and_wait(1)?;
+            let cqes: Vec<(u64, i32, u32)> = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags()))
+                .collect();
+            for (ud, res, flags) in cqes {
+                let i = (ud & 0xff) as usize;
+                let rseq = ud >> 8;
+                if cqueue::notif(flags) {
+                    stats.notifs += 1;
+                    if res as u32 & NOTIF_USAGE_ZC_COPIED != 0 {
+                        stats.copied += 1;
+                    }
+                    if let Some(p) = unnotified[i].iter().position(|&(q, _)| q == rseq) {
+                        if let Some((_, n)) = unnotified[i].remove(p) {
+                            held[i] -= n;
+                        }
+                    }
+                    inflight -= 1;
+                    continue;
+                }
+                busy[i] = false;
+                inflight -= 1;
+                if cqueue::more(flags) {
+                    stats.sends += 1;
+                    inflight += 1;
+                    unnotified[i].push_back((rseq, res.max(0) as u64));
+                    held[i] += res.max(0) as u64;
+                }
+                if res == -libc::EINTR || res == -libc::EAGAIN {
+                    continue; // reissued above
+                }
+                if res <= 0 {
+                    bail!(
+                        "{}: {}",
+                        if zc { "SEND_ZC" } else { "SEND" },
+                        if res == 0 {
+                            "zero-length send".to_string()
+                        } else {
+                            io::Error::from_raw_os_error(-res).to_string()
+                        }
+                    );
+                }
+                streams[i].pos += res as u64;
+            }
+        }
+        m.stop();
+        Ok(())
+    })();
+    let clean = r.is_ok() || inflight == 0 || drain(&mut ring, fds, inflight);
+    drop(ring);
+    if !clean {
+        bail!(
+            "{:#}; requests were still in flight after {DRAIN_LIMIT:?}",
+            r.unwrap_err()
+        );
+    }
+    r?;
+    Ok(ThreadOut {
+        sent: sent_of(&streams),
+        zc: stats,
+        ..Default::default()
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SplicePhase {
+    Idle,
+    FileToPipe,
+    PipeToSock,
+}
+
+/// io_uring SPLICE from the file into a pipe, then from the pipe into the
+/// socket (io_uring runs both on io-wq workers).
+fn uring_splice(
+    job: &Job<'_>,
+    m: &mut Meter<'_>,
+    fds: &[(usize, RawFd)],
+) -> anyhow::Result<ThreadOut> {
+    let src = job.source;
+    let file = std::fs::File::open(&src.path).context("opening the source file")?;
+    let mut pipes: Vec<(OwnedFd, OwnedFd, usize)> = Vec::new();
+    for _ in fds {
+        pipes.push(sys::pipe_with_capacity(job.size.max(PIPE_MIN)).context("pipe")?);
+    }
+    let mut ring = new_ring(RING_ENTRIES)?;
+    let mut streams: Vec<Stream> = fds
+        .iter()
+        .map(|&(k, fd)| Stream::new(k, fd, job.per_socket))
+        .collect();
+    let mut phase = vec![SplicePhase::Idle; streams.len()];
+    let mut fill = vec![0usize; streams.len()];
+    let mut sent = vec![0u64; streams.len()];
+    let mut inflight = 0usize;
+    let mut open = streams.len();
+    let r = (|| -> anyhow::Result<()> {
+        let start = m.start();
+        let deadline = job.time_limit.map(|l| start + l);
+        loop {
+            for i in 0..streams.len() {
+                let s = &mut streams[i];
+                if phase[i] != SplicePhase::Idle || s.done {
+                    continue;
+                }
+                let e = if fill[i] > 0 {
+                    phase[i] = SplicePhase::PipeToSock;
+                    opcode::Splice::new(
+                        types::Fd(pipes[i].0.as_raw_fd()),
+                        -1,
+                        types::Fd(s.fd),
+                        -1,
+                        fill[i] as u32,
+                    )
+                    .build()
+                } else {
+                    s.maybe_stop(job.size, deadline);
+                    if s.finished() {
+                        sys::shutdown(s.fd, libc::SHUT_WR).context("shutdown")?;
+                        s.done = true;
+                        open -= 1;
+                        continue;
+                    }
+                    let off = src.offset(s.k, s.pos);
+                    let len = src.msg_len(s.k, s.pos, s.total, job.size).min(pipes[i].2);
+                    phase[i] = SplicePhase::FileToPipe;
+                    opcode::Splice::new(
+                        types::Fd(file.as_raw_fd()),
+                        off as i64,
+                        types::Fd(pipes[i].1.as_raw_fd()),
+                        -1,
+                        len as u32,
+                    )
+                    .build()
+                };
+                // SAFETY: splice names no user memory; the descriptors stay
+                // open until the ring is dropped.
+                push(&mut ring, &e.user_data(i as u64))?;
+                inflight += 1;
+            }
+            if open == 0 && inflight == 0 {
+                break;
+            }
+            ring.submit_and_wait(1)?;
+            let cqes: Vec<(u64, i32)> = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (ud, res) in cqes {
+                let i = ud as usize;
+                inflight -= 1;
+                let was = phase[i];
+                phase[i] = SplicePhase::Idle;
+                if res == -libc::EINTR || res == -libc::EAGAIN {
+                    continue;
+                }
+                if res <= 0 {
+                    bail!(
+                        "SPLICE {}: {}",
+                        if was == SplicePhase::FileToPipe {
+                            "file->pipe"
+                        } else {
+                            "pipe->socket"
+                        },
+                        if res == 0 {
+                            "zero-length splice".to_string()
+                        } else {
+                            io::Error::from_raw_os_error(-res).to_string()
+                        }
+                    );
+                }
+                if was == SplicePhase::FileToPipe {
+                    streams[i].pos += res as u64;
+                    fill[i] += res as usize;
+                } else {
+                    sent[i] += res as u64;
+                    fill[i] -= res as usize;
+                }
+            }
+        }
+        m.stop();
+        Ok(())
+    })();
+    let clean = r.is_ok() || inflight == 0 || drain(&mut ring, fds, inflight);
+    drop(ring);
+    if !clean {
+        bail!(
+            "{:#}; requests were still in flight after {DRAIN_LIMIT:?}",
+            r.unwrap_err()
+        );
+    }
+    r?;
+    Ok(ThreadOut {
+        sent: streams.iter().zip(&sent).map(|(s, &n)| (s.k, n)).collect(),
+        ..Default::default()
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Reading,
+    Ready,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    state: SlotState,
+    len: usize,
+    sent: usize,
+}
+
+/// Per-socket state of the linux-aio-sendfile sender.
+struct AioStream {
+    s: Stream,
+    shm: sys::ShmBuf,
+    /// Slots are used in sequence: `read_seq` is the next to read into,
+    /// `send_seq` the next to send from; slot of seq n is n % AIO_SLOTS.
+    read_seq: u64,
+    send_seq: u64,
+    slots: [Slot; AIO_SLOTS],
+    /// Bytes handed to sendfile.
+    sent: u64,
+}
+
+/// The lighttpd 1.5 path: native AIO `O_DIRECT` read into an mmap'ed
+/// /dev/shm buffer, then `sendfile` from that shm file to the socket.
+/// AIO completions signal an eventfd; one epoll waits for it and for
+/// writable sockets.
+fn aio_sendfile(
+    job: &Job<'_>,
+    m: &mut Meter<'_>,
+    fds: &[(usize, RawFd)],
+) -> anyhow::Result<ThreadOut> {
+    let src = job.source;
+    let file = sys::open_direct(&src.path).context("opening the source file with O_DIRECT")?;
+    let stride = job.size.max(PAGE);
+    let tid = sys::gettid();
+    let mut streams = Vec::new();
+    for &(k, fd) in fds {
+        sys::set_nonblocking(fd, true)?;
+        let shm = sys::ShmBuf::new(
+            Path::new(SHM_DIR),
+            &format!("{tid}-{k}"),
+            AIO_SLOTS * stride,
+        )
+        .with_context(|| format!("creating the {SHM_DIR} buffer"))?;
+        streams.push(AioStream {
+            s: Stream::new(k, fd, job.per_socket),
+            shm,
+            read_seq: 0,
+            send_seq: 0,
+            slots: [Slot {
+                state: SlotState::Ready,
+                len: 0,
+                sent: 0,
+            }; AIO_SLOTS],
+            sent: 0,
+        });
+    }
+    // Declared after the shm buffers: dropped (io_destroy waits for
+    // in-flight reads) before they are unmapped.
+    let ctx = linux_aio::Context::new((fds.len() * AIO_SLOTS) as u32)
+        .context("io_setup (is fs.aio-max-nr exhausted?)")?;
+    let efd = sys::eventfd()?;
+    let ep = sys::Epoll::new()?;
+    const EFD_TAG: u64 = u64::MAX;
+    ep.add(efd.as_raw_fd(), libc::EPOLLIN as u32, EFD_TAG)?;
+    for (i, a) in streams.iter().enumerate() {
+        ep.add(a.s.fd, (libc::EPOLLOUT | libc::EPOLLET) as u32, i as u64)?;
+    }
+    let mut events = vec![sys::epoll_event_zero(); EPOLL_BATCH];
+    let mut ioevs = vec![linux_aio::IoEvent::default(); fds.len() * AIO_SLOTS];
+    let mut open = streams.len();
+
+    let start = m.start();
+    let deadline = job.time_limit.map(|l| start + l);
+    let rd = Reader {
+        ctx: &ctx,
+        file: &file,
+        efd: efd.as_raw_fd(),
+        src,
+        size: job.size,
+        stride,
+        deadline,
+    };
+    for (i, a) in streams.iter_mut().enumerate() {
+        rd.refill(i, a)?;
+        open -= send_ready(a, stride)? as usize;
+    }
+    while open > 0 {
+        let evs = ep.wait(&mut events, -1)?;
+        for ev in evs {
+            if ev.u64 == EFD_TAG {
+                sys::eventfd_drain(efd.as_raw_fd())?;
+                loop {
+                    let got = ctx.get_events(0, &mut ioevs, Some(Duration::ZERO))?;
+                    if got.is_empty() {
+                        break;
+                    }
+                    let done: Vec<(u64, i64)> = got.iter().map(|e| (e.data, e.res)).collect();
+                    for (data, res) in done {
+                        let i = data as usize / AIO_SLOTS;
+                        let slot = data as usize % AIO_SLOTS;
+                        let a = &mut streams[i];
+                        let want = a.slots[slot].len;
+                        if res != want as i64 {
+                            bail!(
+                                "AIO read returned {} for {want} bytes{}",
+                                res,
+                                if res < 0 {
+                                    format!(": {}", io::Error::from_raw_os_error(-res as i32))
+                                } else {
+                                    String::new()
+                                }
+                            );
+                        }
+                        a.slots[slot].state = SlotState::Ready;
+                        open -= send_ready(a, stride)? as usize;
+                        rd.refill(i, a)?;
+                        open -= finish_if_done(a)? as usize;
+                    }
+                }
+            } else {
+                let i = ev.u64 as usize;
+                let a = &mut streams[i];
+                if !a.s.done {
+                    open -= send_ready(a, stride)? as usize;
+                    rd.refill(i, a)?;
+                    open -= finish_if_done(a)? as usize;
+                }
+            }
+        }
+    }
+    m.stop();
+    let sent = streams.iter().map(|a| (a.s.k, a.sent)).collect();
+    drop(ctx);
+    drop(streams);
+    Ok(ThreadOut {
+        sent,
+        ..Default::default()
+    })
+}
+
+/// What starting AIO reads needs.
+struct Reader<'a> {
+    ctx: &'a linux_aio::Context,
+    file: &'a OwnedFd,
+    efd: RawFd,
+    src: &'a Source,
+    size: usize,
+    stride: usize,
+    deadline: Option<Instant>,
+}
+
+impl Reader<'_> {
+    /// Starts reads into free slots of stream `i`.
+    fn refill(&self, i: usize, a: &mut AioStream) -> anyhow::Result<()> {
+        let (ctx, file, efd, src, size, stride, deadline) = (
+            self.ctx,
+            self.file,
+            self.efd,
+            self.src,
+            self.size,
+            self.stride,
+            self.deadline,
+        );
+        while a.read_seq - a.send_seq < AIO_SLOTS as u64 {
+            a.s.maybe_stop(size, deadline);
+            if a.s.finished() {
+                break;
+            }
+            let slot = (a.read_seq % AIO_SLOTS as u64) as usize;
+            let off = src.offset(a.s.k, a.s.pos);
+            let len = src.msg_len(a.s.k, a.s.pos, a.s.total, size);
+            let cb = linux_aio::Iocb::pread(
+                file.as_raw_fd(),
+                a.shm.addr(slot * stride),
+                len,
+                off as u64,
+                (i * AIO_SLOTS + slot) as u64,
+            )
+            .with_resfd(efd);
+            // SAFETY: the slot's pages belong to the shm mapping, which is
+            // dropped only after the AIO context (io_destroy waits for in-flight
+            // reads); the slot is not read or sent until this read completes.
+            let n = unsafe { ctx.submit(&mut [cb]) }.context("io_submit")?;
+            if n != 1 {
+                bail!("io_submit accepted {n} of 1 reads");
+            }
+            a.slots[slot] = Slot {
+                state: SlotState::Reading,
+                len,
+                sent: 0,
+            };
+            a.s.pos += len as u64;
+            a.read_seq += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Sends ready slots in order until the socket is full. Returns true when
+/// this call finished the stream.
+fn send_ready(a: &mut AioStream, stride: usize) -> anyhow::Result<bool> {
+    while a.send_seq < a.read_seq {
+        let slot = (a.send_seq % AIO_SLOTS as u64) as usize;
+        let sl = a.slots[slot];
+        if sl.state != SlotState::Ready {
+            break;
+        }
+        let off = (slot * stride + sl.sent) as u64;
+        match sys::sendfile(a.s.fd, a.shm.fd(), off, sl.len - sl.sent) {
+            Ok(0) => bail!("sendfile from the shm buffer sent nothing"),
+            Ok(n) => {
+                a.slots[slot].sent += n;
+                a.sent += n as u64;
+                if a.slots[slot].sent == sl.len {
+                    // sendfile passed page references to the socket; give the
+                    // slot fresh pages so the next read cannot change bytes
+                    // still queued in the network stack.
+                    a.shm
+                        .punch(slot * stride, stride)
+                        .context("punching the shm slot")?;
+                    a.send_seq += 1;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("sendfile"),
+        }
+    }
+    finish_if_done(a)
+}
+
+fn finish_if_done(a: &mut AioStream) -> anyhow::Result<bool> {
+    if !a.s.done && a.s.finished() && a.send_seq == a.read_seq {
+        sys::shutdown(a.s.fd, libc::SHUT_WR).context("shutdown")?;
+        a.s.done = true;
+        return Ok(true);
+    }
+    Ok(false)
+}
