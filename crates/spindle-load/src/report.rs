@@ -207,8 +207,9 @@ pub fn http_load_report(s: &Summary) -> String {
 
 /// The `--latency` block.
 pub fn latency_report(s: &Summary) -> String {
-    let mut out = String::from(
-        "latency msecs:               p50        p90        p99      p99.9        max\n",
+    let mut out = format!(
+        "{:<18}{:>11}{:>11}{:>11}{:>11}{:>11}\n",
+        "latency msecs:", "p50", "p90", "p99", "p99.9", "max"
     );
     for (label, l) in [
         ("connect", &s.connect_ms),

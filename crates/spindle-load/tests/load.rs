@@ -23,22 +23,41 @@ fn good_server_gives_http_load_report_and_json() {
     );
     let jp = dir.path().join("out.json");
     let out = load(
-        &["-p", "4", "-f", "40", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "-p",
+            "4",
+            "-f",
+            "40",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let l = lines(&out);
-    assert!(l[0].starts_with("40 fetches, 4 max parallel, 40000 bytes, in "), "{l:?}");
+    assert!(
+        l[0].starts_with("40 fetches, 4 max parallel, 40000 bytes, in "),
+        "{l:?}"
+    );
     assert!(l[0].ends_with(" seconds"));
     assert_eq!(l[1], "1000 mean bytes/connection");
-    assert!(l[2].contains(" fetches/sec, ") && l[2].ends_with(" bytes/sec"), "{l:?}");
+    assert!(
+        l[2].contains(" fetches/sec, ") && l[2].ends_with(" bytes/sec"),
+        "{l:?}"
+    );
     assert!(l[3].starts_with("msecs/connect: ") && l[3].ends_with(" min"));
     assert!(l[4].starts_with("msecs/first-response: "));
     assert_eq!(l[5..], ["HTTP response codes:", "  code 200 -- 40"]);
     assert_eq!(srv.requests.load(SeqCst), 40);
     assert_eq!(srv.connections.load(SeqCst), 40, "one connection per fetch");
     let lines = srv.request_lines.lock().unwrap().clone();
-    assert!(lines.iter().all(|l| l == "GET /a HTTP/1.1" || l == "GET /b HTTP/1.1"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l == "GET /a HTTP/1.1" || l == "GET /b HTTP/1.1"),
+        "{lines:?}"
+    );
     assert!(lines.iter().any(|l| l.contains("/a")) && lines.iter().any(|l| l.contains("/b")));
 
     let j = json(&jp);
@@ -73,16 +92,33 @@ fn keepalive_reuses_connections() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/k")));
     let jp = dir.path().join("out.json");
     let out = load(
-        &["-p", "2", "-f", "50", "--keepalive", "--latency", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "-p",
+            "2",
+            "-f",
+            "50",
+            "--keepalive",
+            "--latency",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let l = lines(&out);
-    assert!(l[0].starts_with("50 fetches, 2 max parallel, 51200 bytes"), "{l:?}");
+    assert!(
+        l[0].starts_with("50 fetches, 2 max parallel, 51200 bytes"),
+        "{l:?}"
+    );
     assert!(l.iter().any(|x| x.starts_with("latency msecs:")), "{l:?}");
     assert!(l.iter().any(|x| x.starts_with("  fetch ")), "{l:?}");
     assert_eq!(srv.requests.load(SeqCst), 50);
-    assert_eq!(srv.connections.load(SeqCst), 2, "two persistent connections");
+    assert_eq!(
+        srv.connections.load(SeqCst),
+        2,
+        "two persistent connections"
+    );
     let j = json(&jp);
     assert_eq!(j["connects"], 2);
     assert_eq!(j["first_response_ms"]["count"], 50);
@@ -97,7 +133,16 @@ fn keepalive_reconnects_when_the_server_closes() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/c")));
     let jp = dir.path().join("out.json");
     let out = load(
-        &["-p", "1", "-f", "9", "--keepalive", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "-p",
+            "1",
+            "-f",
+            "9",
+            "--keepalive",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -121,7 +166,10 @@ fn chunked_bodies_count_decoded_bytes() {
         let out = load(&args, LIMIT);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let l = lines(&out);
-        assert!(l[0].starts_with("12 fetches, 3 max parallel, 36000 bytes"), "{extra:?} {l:?}");
+        assert!(
+            l[0].starts_with("12 fetches, 3 max parallel, 36000 bytes"),
+            "{extra:?} {l:?}"
+        );
         assert!(!l.iter().any(|x| x.contains("bad")), "{l:?}");
         assert_eq!(l.last().unwrap(), "  code 200 -- 12");
     }
@@ -132,11 +180,18 @@ fn checksum_catches_wrong_bytes_of_the_same_length() {
     let dir = tempfile::tempdir().unwrap();
     let srv = TestServer::start(Behavior::WrongBytesAfterFirst(body(2000)));
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/x")));
-    let out = load(&["-checksum", "-p", "1", "-f", "5", urls.to_str().unwrap()], LIMIT);
+    let out = load(
+        &["-checksum", "-p", "1", "-f", "5", urls.to_str().unwrap()],
+        LIMIT,
+    );
     assert!(out.status.success());
     let l = lines(&out);
     assert!(l.contains(&"4 bad checksums".to_string()), "{l:?}");
-    assert!(text(&out.stderr).contains("/x: checksum wrong"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("/x: checksum wrong"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // Without -checksum only byte counts are compared: same length, no alarm.
     let srv = TestServer::start(Behavior::WrongBytesAfterFirst(body(2000)));
@@ -152,11 +207,25 @@ fn byte_count_mismatch_is_reported() {
     let srv = TestServer::start(Behavior::ShorterAfterFirst(body(2000)));
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/y")));
     let jp = dir.path().join("o.json");
-    let out = load(&["-p", "1", "-f", "5", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()], LIMIT);
+    let out = load(
+        &[
+            "-p",
+            "1",
+            "-f",
+            "5",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
     assert!(out.status.success());
     let l = lines(&out);
     assert!(l.contains(&"4 bad byte counts".to_string()), "{l:?}");
-    assert!(l[0].starts_with("5 fetches, 1 max parallel, 9960 bytes"), "{l:?}");
+    assert!(
+        l[0].starts_with("5 fetches, 1 max parallel, 9960 bytes"),
+        "{l:?}"
+    );
     assert_eq!(json(&jp)["bad_bytes"], 4);
 }
 
@@ -184,7 +253,17 @@ fn server_that_never_answers_times_out() {
     let jp = dir.path().join("o.json");
     let t = Instant::now();
     let out = load(
-        &["-p", "3", "-f", "3", "-timeout", "0.5", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "-p",
+            "3",
+            "-f",
+            "3",
+            "-timeout",
+            "0.5",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     let took = t.elapsed();
@@ -192,7 +271,10 @@ fn server_that_never_answers_times_out() {
     assert!(took >= Duration::from_millis(500), "{took:?}");
     assert!(took < Duration::from_secs(10), "{took:?}");
     let l = lines(&out);
-    assert!(l[0].starts_with("3 fetches, 3 max parallel, 0 bytes"), "{l:?}");
+    assert!(
+        l[0].starts_with("3 fetches, 3 max parallel, 0 bytes"),
+        "{l:?}"
+    );
     assert!(l.contains(&"3 timeouts".to_string()), "{l:?}");
     assert_eq!(l.last().unwrap(), "HTTP response codes:");
     assert!(!l.iter().any(|x| x.starts_with("msecs/first-response")));
@@ -205,13 +287,32 @@ fn server_that_never_answers_times_out() {
 #[test]
 fn connection_refused_is_an_error_not_a_hang() {
     // A port nobody listens on: bind, read the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = tempfile::tempdir().unwrap();
     let urls = write_file(dir.path(), "urls", &format!("http://127.0.0.1:{port}/\n"));
     let jp = dir.path().join("o.json");
-    let out = load(&["-p", "2", "-f", "4", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()], LIMIT);
+    let out = load(
+        &[
+            "-p",
+            "2",
+            "-f",
+            "4",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
     assert!(out.status.success());
-    assert!(text(&out.stderr).contains("Connection refused"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("Connection refused"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(json(&jp)["errors"], 4);
     assert_eq!(json(&jp)["fetches"], 4);
 }
@@ -223,7 +324,16 @@ fn rate_mode_starts_fetches_on_schedule() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/r")));
     let jp = dir.path().join("o.json");
     let out = load(
-        &["-r", "40", "-j", "-s", "1", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "-r",
+            "40",
+            "-j",
+            "-s",
+            "1",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -246,7 +356,19 @@ fn open_loop_rate_counts_waiting_time() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/slow")));
     let jp = dir.path().join("o.json");
     let out = load(
-        &["-r", "20", "-f", "4", "-timeout", "0.3", "--max-in-flight", "1", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "-r",
+            "20",
+            "-f",
+            "4",
+            "-timeout",
+            "0.3",
+            "--max-in-flight",
+            "1",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success());
@@ -263,7 +385,10 @@ fn throttle_limits_each_connection() {
     let dir = tempfile::tempdir().unwrap();
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/t")));
     let t = Instant::now();
-    let out = load(&["-throttle", "-p", "1", "-f", "1", urls.to_str().unwrap()], LIMIT);
+    let out = load(
+        &["-throttle", "-p", "1", "-f", "1", urls.to_str().unwrap()],
+        LIMIT,
+    );
     let took = t.elapsed();
     assert!(out.status.success());
     assert!(lines(&out)[0].starts_with("1 fetches, 1 max parallel, 5000 bytes"));
@@ -279,7 +404,15 @@ fn sip_binds_source_addresses() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/sip")));
     let sips = write_file(dir.path(), "sips", "127.0.0.2\n127.0.0.3\n");
     let out = load(
-        &["-sip", sips.to_str().unwrap(), "-p", "2", "-f", "30", urls.to_str().unwrap()],
+        &[
+            "-sip",
+            sips.to_str().unwrap(),
+            "-p",
+            "2",
+            "-f",
+            "30",
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -298,7 +431,10 @@ fn proxy_gets_absolute_urls() {
     // The host in the URL is never contacted: everything goes to the proxy.
     let urls = write_file(dir.path(), "urls", "http://origin.invalid:8080/p/q\n");
     let proxy = srv.addr.to_string();
-    let out = load(&["-pr", &proxy, "-p", "1", "-f", "2", urls.to_str().unwrap()], LIMIT);
+    let out = load(
+        &["-pr", &proxy, "-p", "1", "-f", "2", urls.to_str().unwrap()],
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let seen = srv.request_lines.lock().unwrap().clone();
     assert_eq!(seen, vec!["GET http://origin.invalid:8080/p/q HTTP/1.1"; 2]);
@@ -311,7 +447,20 @@ fn idle_connections_are_held_during_the_run() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/i")));
     let jp = dir.path().join("o.json");
     let out = load(
-        &["--idle", "50", "--threads", "2", "-p", "2", "-f", "20", "--keepalive", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "--idle",
+            "50",
+            "--threads",
+            "2",
+            "-p",
+            "2",
+            "-f",
+            "20",
+            "--keepalive",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -331,13 +480,26 @@ fn idle_connections_are_held_during_the_run() {
 fn ten_thousand_concurrent_connections() {
     let limit = spindle_load::sys::raise_nofile_limit().unwrap();
     // The test server and spindle-load each hold 10,000 descriptors.
-    assert!(limit >= 10_200, "RLIMIT_NOFILE hard limit {limit} is below what this test needs");
+    assert!(
+        limit >= 10_200,
+        "RLIMIT_NOFILE hard limit {limit} is below what this test needs"
+    );
     let srv = TestServer::start(Behavior::HoldIdle(body(64)));
     let dir = tempfile::tempdir().unwrap();
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/z")));
     let jp = dir.path().join("o.json");
     let out = load(
-        &["--idle", "10000", "-p", "20", "-f", "200", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "--idle",
+            "10000",
+            "-p",
+            "20",
+            "-f",
+            "200",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         Duration::from_secs(90),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -355,7 +517,18 @@ fn threads_share_the_fetch_count() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/th")));
     let jp = dir.path().join("o.json");
     let out = load(
-        &["--threads", "3", "-p", "6", "-f", "300", "--keepalive", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "--threads",
+            "3",
+            "-p",
+            "6",
+            "-f",
+            "300",
+            "--keepalive",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -373,7 +546,16 @@ fn verbose_progress_lines() {
     let dir = tempfile::tempdir().unwrap();
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/v")));
     let out = load(
-        &["-v", "--interval", "0.3", "-r", "20", "-s", "1", urls.to_str().unwrap()],
+        &[
+            "-v",
+            "--interval",
+            "0.3",
+            "-r",
+            "20",
+            "-s",
+            "1",
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success());
@@ -385,7 +567,11 @@ fn verbose_progress_lines() {
         let f: Vec<&str> = p.split_whitespace().collect();
         assert_eq!(f.len(), 10, "{p}");
         assert!(f[1].parse::<f64>().is_ok(), "{p}");
-        assert_eq!((f[2], f[4], f[5], f[7], f[9]), ("secs,", "fetches", "started,", "completed,", "current"), "{p}");
+        assert_eq!(
+            (f[2], f[4], f[5], f[7], f[9]),
+            ("secs,", "fetches", "started,", "completed,", "current"),
+            "{p}"
+        );
     }
 }
 
@@ -396,15 +582,32 @@ fn cpu_sampling_prints_iostat_lines() {
     let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/cpu")));
     let jp = dir.path().join("o.json");
     let out = load(
-        &["--cpu", "--cpu-interval", "0.3", "-p", "2", "-s", "1", "--json", jp.to_str().unwrap(), urls.to_str().unwrap()],
+        &[
+            "--cpu",
+            "--cpu-interval",
+            "0.3",
+            "-p",
+            "2",
+            "-s",
+            "1",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("avg-cpu:  %user   %nice %system %iowait  %steal   %idle"), "{err}");
+    assert!(
+        err.contains("avg-cpu:  %user   %nice %system %iowait  %steal   %idle"),
+        "{err}"
+    );
     assert!(err.contains("Device:            tps    MB_read/s"), "{err}");
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("iostat averages over the whole run"), "{stdout}");
+    assert!(
+        stdout.contains("iostat averages over the whole run"),
+        "{stdout}"
+    );
     let j = json(&jp);
     let samples = j["cpu"]["samples"].as_array().unwrap();
     assert!(samples.len() >= 2, "{samples:?}");

@@ -190,7 +190,7 @@ fn serve(
                 response("200 OK", body, close, body.len())
             }
             Behavior::CloseEvery(body, k) => {
-                let c = close || on_conn % k == 0;
+                let c = close || on_conn.is_multiple_of(*k);
                 let r = response("200 OK", body, c, body.len());
                 let _ = s.write_all(&r);
                 if c {
@@ -222,7 +222,11 @@ fn serve(
                 response("200 OK", &b, close, b.len())
             }
             Behavior::ShorterAfterFirst(body) => {
-                let b = if n > 0 { &body[..body.len() - 10] } else { &body[..] };
+                let b = if n > 0 {
+                    &body[..body.len() - 10]
+                } else {
+                    &body[..]
+                };
                 response("200 OK", b, close, b.len())
             }
             Behavior::ShortBody(body) => {
@@ -250,7 +254,9 @@ pub fn bin() -> PathBuf {
 
 /// Run a command, killing it if it runs longer than `limit`.
 pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
     let mut child = cmd.spawn().expect("spawn");
     let start = Instant::now();
     // Drain the pipes on threads so a chatty child cannot block.
