@@ -18,7 +18,7 @@ use crate::stats::{SpindleStats, Stats};
 
 /// How far (in wall time) a spindle may fall behind its virtual clock before it stops
 /// trying to catch up (e.g. after the machine stalled).
-pub const MAX_CATCH_UP: Duration = Duration::from_millis(2);
+pub const MAX_CATCH_UP: Duration = Duration::from_millis(50);
 
 /// The second half of a read: sends the reply. Runs after the model's delay.
 pub type Finish = Box<dyn FnOnce() + Send>;
@@ -41,6 +41,8 @@ struct SpindleState {
     free_at: Instant,
     /// End position of the last read assigned to or taken by this spindle.
     tail: u64,
+    /// Bytes just past `head` that the drive has read ahead into its cache.
+    ahead: u64,
     stats: SpindleStats,
 }
 
@@ -91,6 +93,7 @@ impl Disk {
                         head: 0,
                         free_at: now,
                         tail: 0,
+                        ahead: 0,
                         stats: SpindleStats::default(),
                     })
                     .collect(),
@@ -254,7 +257,18 @@ impl Disk {
                 if let Some(i) = self.pick(&st, s, now) {
                     let req = st.queue.swap_remove(i);
                     let sp = &st.spindles[s];
-                    let cost = self.inner.model.cost(sp.head, req.pos, req.len);
+                    let idle_s = req
+                        .arrival
+                        .saturating_duration_since(sp.free_at)
+                        .as_secs_f64();
+                    let model = &self.inner.model;
+                    // Only a drive that has read something reads ahead after it.
+                    let cached = if req.pos == sp.head && sp.stats.reads > 0 {
+                        model.cached_after_idle(sp.ahead, idle_s)
+                    } else {
+                        0
+                    };
+                    let cost = model.cost(sp.head, req.pos, req.len, cached);
                     let mut begin = sp.free_at.max(req.arrival);
                     if begin + MAX_CATCH_UP < now {
                         begin = now;
@@ -267,6 +281,7 @@ impl Disk {
                     st.wait_s += wait;
                     let sp = &mut st.spindles[s];
                     sp.head = req.pos + req.len;
+                    sp.ahead = cached.saturating_sub(req.len);
                     // A free read becomes the tail of this spindle unless reads assigned
                     // to it are still queued (their stream keeps the tail).
                     if req.assigned != Some(s) && !st.queue.iter().any(|p| p.assigned == Some(s)) {
@@ -276,7 +291,7 @@ impl Disk {
                     sp.free_at = deadline;
                     sp.stats.reads += 1;
                     sp.stats.bytes += req.len;
-                    sp.stats.busy_s += cost.total_s();
+                    sp.stats.busy_s += cost.busy_s();
                     sp.stats.positioning_s += cost.positioning_s;
                     if cost.seek {
                         sp.stats.seeks += 1;
@@ -293,6 +308,8 @@ impl Disk {
                 std::thread::sleep(deadline - now);
             }
             finish();
+            let late = Instant::now().saturating_duration_since(deadline);
+            self.lock().spindles[s].stats.late_s += late.as_secs_f64();
         }
     }
 }

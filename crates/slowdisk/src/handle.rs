@@ -202,6 +202,14 @@ impl MountHandle {
         Ok(s)
     }
 
+    /// Simulates a crash: SIGKILL, and nothing else. The mount is left behind, dead
+    /// (ENOTCONN), for the next `spawn` (or [`crate::mounts::clean_stale`]) to remove.
+    pub fn kill(mut self) -> Result<ExitStatus> {
+        let mut child = self.child.take().context("slowdisk is not running")?;
+        let _ = child.kill();
+        Ok(child.wait()?)
+    }
+
     /// SIGTERM, wait up to STOP_TIMEOUT, then SIGKILL and a lazy unmount.
     fn terminate(&mut self) -> Result<ExitStatus> {
         let Some(mut child) = self.child.take() else {

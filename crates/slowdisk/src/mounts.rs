@@ -114,9 +114,10 @@ pub fn fuse_mounts_at(canonical: &Path) -> Result<Vec<MountEntry>> {
         .collect())
 }
 
-/// Whether `path` is a dead FUSE mount (its daemon is gone).
+/// Whether `path` is a dead FUSE mount (its daemon is gone). Uses statfs, which always
+/// goes to the daemon (stat may be answered from the kernel's attribute cache).
 pub fn is_dead(path: &Path) -> bool {
-    matches!(std::fs::metadata(path), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
+    matches!(sys::statvfs(path), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
 }
 
 /// Lazily unmounts one mount at `canonical`: umount2(MNT_DETACH), or `fusermount3 -u -z`

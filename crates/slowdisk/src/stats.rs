@@ -23,6 +23,10 @@ pub struct SpindleStats {
     pub positioning_s: f64,
     /// `busy_s` as a percentage of `elapsed_s` of the enclosing [`Stats`].
     pub busy_pct: f64,
+    /// How late replies went out, summed over reads, in seconds: the daemon's lag behind
+    /// the model (scheduling delays of a loaded machine). Should stay near zero.
+    #[serde(default)]
+    pub late_s: f64,
 }
 
 /// A snapshot of the disk's statistics, as written to `--stats FILE`.
@@ -92,6 +96,7 @@ impl Stats {
                     bytes: s.bytes.saturating_sub(e.bytes),
                     busy_s,
                     positioning_s: (s.positioning_s - e.positioning_s).max(0.0),
+                    late_s: (s.late_s - e.late_s).max(0.0),
                     busy_pct: if elapsed_s > 0.0 {
                         (100.0 * busy_s / elapsed_s).min(100.0)
                     } else {
@@ -136,13 +141,13 @@ impl Stats {
         );
         let _ = writeln!(
             out,
-            "{:>8} {:>10} {:>10} {:>9} {:>10} {:>8} {:>11}",
-            "spindle", "reads", "seeks", "reads/s", "MB/s", "busy%", "ms/read"
+            "{:>8} {:>10} {:>10} {:>9} {:>10} {:>8} {:>11} {:>9}",
+            "spindle", "reads", "seeks", "reads/s", "MB/s", "busy%", "ms/read", "late ms"
         );
         for (i, s) in self.spindles.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "{:>8} {:>10} {:>10} {:>9.1} {:>10.2} {:>8.1} {:>11.2}",
+                "{:>8} {:>10} {:>10} {:>9.1} {:>10.2} {:>8.1} {:>11.2} {:>9.3}",
                 i,
                 s.reads,
                 s.seeks,
@@ -151,6 +156,11 @@ impl Stats {
                 s.busy_pct,
                 if s.reads > 0 {
                     1e3 * s.busy_s / s.reads as f64
+                } else {
+                    0.0
+                },
+                if s.reads > 0 {
+                    1e3 * s.late_s / s.reads as f64
                 } else {
                     0.0
                 },
