@@ -57,6 +57,12 @@ pub const LINGER_MAX_BYTES: usize = 256 * 1024;
 /// table cannot make the loop spin.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Bodies at least this large go out by `sendfile(2)` when their pages are
+/// cached (by `cachestat(2)`); smaller ones are copied with one `READ` into
+/// the buffer that already holds the head, so that head and body leave in
+/// one `SEND`. See ARCHITECTURE.md for the measurements behind the value.
+pub const SENDFILE_MIN: u64 = 64 * 1024;
+
 const BGID: u16 = 0;
 const NO_SLOT: u32 = 0xFF_FFFF;
 
@@ -73,6 +79,7 @@ enum Op {
     Cancel,
     Tick,
     Wake,
+    PollOut,
 }
 
 impl Op {
@@ -88,6 +95,7 @@ impl Op {
             8 => Op::Cancel,
             9 => Op::Tick,
             10 => Op::Wake,
+            11 => Op::PollOut,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -387,7 +395,7 @@ impl Worker {
         self.accept_armed[i] = true;
         self.push(
             opcode::AcceptMulti::new(types::Fd(fd))
-                .flags(libc::SOCK_CLOEXEC)
+                .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
                 .build(),
             ud(Op::Accept, i as u32, 0),
         );
@@ -491,6 +499,15 @@ impl Worker {
                     Op::Read => self.on_read(slot, res),
                     Op::Send => self.on_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
+                    Op::PollOut => {
+                        if self.conn(slot).phase == Phase::Sending && res >= 0 {
+                            self.pump(slot);
+                        } else if self.conn(slot).phase == Phase::Sending {
+                            self.abort(slot);
+                        } else {
+                            self.maybe_release(slot);
+                        }
+                    }
                     Op::Close => unreachable!("connection closes carry NO_SLOT"),
                     _ => unreachable!(),
                 }
@@ -740,7 +757,8 @@ impl Worker {
         c.phase = Phase::Sending;
         c.deadline = now + send_timeout;
         let (file_off, file_left) = resp.file.unwrap_or((0, 0));
-        let head_in_buf = file_left > 0 && resp.head.len() <= HEAD_RESERVE;
+        let head_in_buf =
+            file_left > 0 && file_left < SENDFILE_MIN && resp.head.len() <= HEAD_RESERVE;
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
@@ -783,7 +801,67 @@ impl Worker {
                 return;
             }
         }
-        // 3. The next chunk of the file.
+        // 3. The next chunk of the file: straight from the page cache with
+        //    sendfile when it is all there (never waits for the disk) ...
+        if tx.file_left > 0 && !tx.head_in_buf && tx.buf.is_none() {
+            let file = c.file.as_ref().expect("file for body").as_raw_fd();
+            loop {
+                let n = (chunk as u64).min(tx.file_left);
+                if fs::range_cached(file, tx.file_off, n) != Some(true) {
+                    break;
+                }
+                let mut off = tx.file_off as libc::off_t;
+                // SAFETY: sendfile reads `off` and writes it back; both
+                // descriptors are owned by this connection. The socket is
+                // non-blocking and the range is cached, so it cannot wait.
+                let r = unsafe { libc::sendfile(fd, file, &mut off, n as usize) };
+                if r > 0 {
+                    let r = r as u64;
+                    tx.file_off += r;
+                    tx.file_left -= r;
+                    tx.body_sent += r;
+                    c.deadline = self.now + self.ctx.cfg.send_timeout;
+                    if tx.file_left == 0 {
+                        self.finish_tx(slot);
+                        return;
+                    }
+                    if r < n {
+                        // The socket buffer is full: wait until it drains.
+                        self.push_conn(
+                            slot,
+                            Op::PollOut,
+                            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                        );
+                        return;
+                    }
+                    continue;
+                }
+                let err = if r == 0 {
+                    0
+                } else {
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+                };
+                if err == libc::EAGAIN {
+                    self.push_conn(
+                        slot,
+                        Op::PollOut,
+                        opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                    );
+                    return;
+                }
+                // 0: the file shrank under us (see on_read); else a socket error.
+                if r == 0 {
+                    eprintln!(
+                        "spindle: a file was truncated while being sent; closing the connection"
+                    );
+                }
+                self.abort(slot);
+                return;
+            }
+        }
+        // ... or by an asynchronous READ into a chunk buffer, then SEND.
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("response in progress");
         if tx.file_left > 0 {
             let b = match tx.buf {
                 Some(b) => b,
@@ -995,13 +1073,16 @@ impl Worker {
             );
         }
         if sending {
-            // A SEND to a peer that stopped reading waits for socket space
-            // forever; cancel it (a no-op if none is in flight). A READ of
-            // the file cannot be cut short and simply completes.
-            self.push(
-                opcode::AsyncCancel::new(ud(Op::Send, slot, gen)).build(),
-                ud(Op::Cancel, NO_SLOT, 0),
-            );
+            // A SEND (or a POLLOUT wait) for a peer that stopped reading
+            // waits for socket space forever; cancel it (a no-op if none is
+            // in flight). A READ of the file cannot be cut short and simply
+            // completes.
+            for op in [Op::Send, Op::PollOut] {
+                self.push(
+                    opcode::AsyncCancel::new(ud(op, slot, gen)).build(),
+                    ud(Op::Cancel, NO_SLOT, 0),
+                );
+            }
         }
         // The chunk buffer, if any, goes back to the pool only when no
         // READ or SEND can still be using it (see maybe_release).
