@@ -47,8 +47,32 @@ pub struct SweepOpts {
     pub base_tokens: usize,
     /// Message size in figures 1-3 and 5.
     pub base_size: usize,
+    /// What the figures plot.
+    pub metric: Metric,
     #[serde(skip)]
     pub stall: Duration,
+}
+
+/// Which rate a sweep reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Passes per second of the benchmark thread's CPU time (user + system).
+    /// The paper's runs were at 100% CPU, so on an idle machine this equals
+    /// the wall-clock rate; on a shared machine it leaves out the time the
+    /// thread spent waiting for a core.
+    Cpu,
+    /// Passes per wall-clock second.
+    Wall,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Cpu => "passes_per_cpu_sec",
+            Metric::Wall => "passes_per_wall_sec",
+        }
+    }
 }
 
 impl SweepOpts {
@@ -85,6 +109,7 @@ impl SweepOpts {
             base_fds: a.fds,
             base_tokens: a.tokens,
             base_size: a.size,
+            metric: a.metric,
             stall,
         };
         // Check the base values through the same validation a run uses.
@@ -301,6 +326,7 @@ fn run_passes(cfg: &Config, passes: u64) -> Result<RunResult> {
 /// double as warm-up.
 fn calibrate(cfg: &Config, point_ms: u64) -> Result<u64> {
     let r1 = run_passes(cfg, CALIB_PASSES)?;
+    // Sized by wall-clock rate, which bounds how long the sweep takes.
     let p2 = ((r1.passes_per_sec * CALIB_MS / 1000.0) as u64).clamp(MIN_PASSES, MAX_PASSES);
     let r2 = run_passes(cfg, p2)?;
     Ok(((r2.passes_per_sec * point_ms as f64 / 1000.0) as u64).clamp(MIN_PASSES, MAX_PASSES))
@@ -329,10 +355,16 @@ pub struct PointSummary {
     pub size: usize,
     pub passes_per_run: u64,
     pub reps: usize,
-    pub median_passes_per_sec: f64,
-    pub min_passes_per_sec: f64,
-    pub max_passes_per_sec: f64,
-    pub samples: Vec<f64>,
+    /// The plotted metric ([`SweepOpts::metric`]): median, min, max.
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub median_passes_per_cpu_sec: f64,
+    pub median_passes_per_wall_sec: f64,
+    /// Median share of wall time the thread was on a CPU.
+    pub median_cpu_share: f64,
+    pub samples_cpu: Vec<f64>,
+    pub samples_wall: Vec<f64>,
 }
 
 /// Facts about the machine a sweep ran on.
@@ -380,7 +412,8 @@ struct Planned {
     x: usize,
     cfg: Config,
     passes: u64,
-    samples: Vec<f64>,
+    samples_cpu: Vec<f64>,
+    samples_wall: Vec<f64>,
 }
 
 /// Calibrate every point, then run `reps` interleaved repetitions.
@@ -403,7 +436,8 @@ fn sweep(name: &str, mut plan: Vec<Planned>, o: &SweepOpts) -> Result<Vec<PointS
         for k in order {
             let p = &mut plan[k];
             let r = run_passes(&p.cfg, p.passes)?;
-            p.samples.push(r.passes_per_sec);
+            p.samples_cpu.push(r.passes_per_cpu_sec);
+            p.samples_wall.push(r.passes_per_sec);
         }
         eprintln!(
             "pipetest: {name}: repetition {}/{} done at {:.1}s",
@@ -415,8 +449,16 @@ fn sweep(name: &str, mut plan: Vec<Planned>, o: &SweepOpts) -> Result<Vec<PointS
     Ok(plan
         .into_iter()
         .map(|p| {
-            let min = p.samples.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = p.samples.iter().copied().fold(0.0, f64::max);
+            let shares: Vec<f64> = p
+                .samples_wall
+                .iter()
+                .zip(&p.samples_cpu)
+                .map(|(w, c)| w / c)
+                .collect();
+            let chosen = match o.metric {
+                Metric::Cpu => &p.samples_cpu,
+                Metric::Wall => &p.samples_wall,
+            };
             PointSummary {
                 series: p.series,
                 x: p.x,
@@ -424,27 +466,31 @@ fn sweep(name: &str, mut plan: Vec<Planned>, o: &SweepOpts) -> Result<Vec<PointS
                 tokens: p.cfg.tokens,
                 size: p.cfg.size,
                 passes_per_run: p.passes,
-                reps: p.samples.len(),
-                median_passes_per_sec: median(&p.samples),
-                min_passes_per_sec: min,
-                max_passes_per_sec: max,
-                samples: p.samples,
+                reps: chosen.len(),
+                median: median(chosen),
+                min: chosen.iter().copied().fold(f64::INFINITY, f64::min),
+                max: chosen.iter().copied().fold(0.0, f64::max),
+                median_passes_per_cpu_sec: median(&p.samples_cpu),
+                median_passes_per_wall_sec: median(&p.samples_wall),
+                median_cpu_share: median(&shares),
+                samples_cpu: p.samples_cpu,
+                samples_wall: p.samples_wall,
             }
         })
         .collect())
 }
 
 /// Header of every figure CSV.
-pub const CSV_HEADER: &str = "figure,series,x,fds,tokens,size,passes_per_run,reps,\
-median_passes_per_sec,min_passes_per_sec,max_passes_per_sec";
+pub const CSV_HEADER: &str = "figure,series,x,fds,tokens,size,passes_per_run,reps,metric,\
+median,min,max,median_passes_per_cpu_sec,median_passes_per_wall_sec,median_cpu_share";
 
-fn csv(fig: &str, pts: &[PointSummary]) -> String {
+fn csv(fig: &str, metric: Metric, pts: &[PointSummary]) -> String {
     let mut s = String::from(CSV_HEADER);
     s.push('\n');
     for p in pts {
         let _ = writeln!(
             s,
-            "{fig},{},{},{},{},{},{},{},{:.0},{:.0},{:.0}",
+            "{fig},{},{},{},{},{},{},{},{},{:.0},{:.0},{:.0},{:.0},{:.0},{:.3}",
             p.series,
             p.x,
             p.fds,
@@ -452,9 +498,13 @@ fn csv(fig: &str, pts: &[PointSummary]) -> String {
             p.size,
             p.passes_per_run,
             p.reps,
-            p.median_passes_per_sec,
-            p.min_passes_per_sec,
-            p.max_passes_per_sec
+            metric.name(),
+            p.median,
+            p.min,
+            p.max,
+            p.median_passes_per_cpu_sec,
+            p.median_passes_per_wall_sec,
+            p.median_cpu_share
         );
     }
     s
@@ -473,9 +523,10 @@ struct FigureJson<'a> {
 }
 
 const METHOD: &str = "Each point: two calibration runs (also warm-up) size a run to about \
-point_ms; then reps timed runs, interleaved across all points and models of the figure \
-(odd repetitions in reverse order); the median passes/s is plotted. Each run opens fresh \
-pipes, verifies every token at the end and closes them.";
+point_ms of wall time; then reps timed runs, interleaved across all points and models of the \
+figure (odd repetitions in reverse order); the median of the chosen metric is plotted \
+(passes per CPU-second of the benchmark thread by default, passes per wall second also \
+recorded). Each run opens fresh pipes, verifies every token at the end and closes them.";
 
 /// Paths and data of one drawn figure.
 #[derive(Debug, Clone)]
@@ -504,7 +555,8 @@ pub fn run_figure(n: u32, o: &SweepOpts, out: &Path) -> Result<FigureReport> {
                 x,
                 cfg,
                 passes: 0,
-                samples: Vec::new(),
+                samples_cpu: Vec::new(),
+                samples_wall: Vec::new(),
             });
         }
     }
@@ -523,7 +575,7 @@ pub fn run_figure(n: u32, o: &SweepOpts, out: &Path) -> Result<FigureReport> {
         let pts: Vec<(f64, f64)> = pts
             .iter()
             .filter(|p| p.series == label)
-            .map(|p| (p.x as f64, p.median_passes_per_sec))
+            .map(|p| (p.x as f64, p.median))
             .collect();
         if !pts.is_empty() {
             series.push(Series { label, points: pts });
@@ -535,18 +587,22 @@ pub fn run_figure(n: u32, o: &SweepOpts, out: &Path) -> Result<FigureReport> {
         Axis::Tokens => ("tokens in flight", false),
     };
     let subtitle = format!(
-        "{} | {} | median of {} interleaved runs",
+        "{} | {} | median of {} interleaved runs, {}",
         match s.axis {
             Axis::Fds => format!("{} token(s) of {} B", o.base_tokens, o.base_size),
             Axis::Size => format!("{} pipes, {} token(s)", o.base_fds, o.base_tokens),
             Axis::Tokens => format!("{} pipes, {} B messages", o.base_fds, o.base_size),
         },
         format_args!("Linux {}", machine.kernel),
-        o.reps
+        o.reps,
+        match o.metric {
+            Metric::Cpu => "passes per CPU-second of the benchmark thread",
+            Metric::Wall => "passes per wall-clock second",
+        }
     );
     plot::draw(&svg, s.title, &subtitle, x_label, x_log, &series, s.legend)
         .with_context(|| format!("drawing {}", svg.display()))?;
-    std::fs::write(&csvp, csv(&s.number.to_string(), &pts))
+    std::fs::write(&csvp, csv(&s.number.to_string(), o.metric, &pts))
         .with_context(|| format!("writing {}", csvp.display()))?;
     let j = FigureJson {
         figure: s.number,
@@ -618,7 +674,8 @@ pub fn run_bars(o: &SweepOpts, out: &Path) -> Result<BarsReport> {
                 x,
                 cfg,
                 passes: 0,
-                samples: Vec::new(),
+                samples_cpu: Vec::new(),
+                samples_wall: Vec::new(),
             });
         }
     }
@@ -626,16 +683,22 @@ pub fn run_bars(o: &SweepOpts, out: &Path) -> Result<BarsReport> {
     machine.loadavg_end = read_trim("/proc/loadavg");
     let mut bars = Vec::new();
     let mut summary = format!(
-        "pipetest bars: median passes/s of {} interleaved runs, {} vs {} pipes, \
+        "pipetest bars: median {} of {} interleaved runs, {} vs {} pipes, \
          {} token(s) of {} B, Linux {}\n",
-        o.reps, BARS_LOW_FDS, high, o.base_tokens, o.base_size, machine.kernel
+        o.metric.name(),
+        o.reps,
+        BARS_LOW_FDS,
+        high,
+        o.base_tokens,
+        o.base_size,
+        machine.kernel
     );
     for var in &variants {
         let label = config_for(*var, Axis::Fds, 1, o).label();
         let get = |x: usize| {
             pts.iter()
                 .find(|p| p.series == label && p.x == x)
-                .map_or(f64::NAN, |p| p.median_passes_per_sec)
+                .map_or(f64::NAN, |p| p.median)
         };
         let (lo, hi) = (get(BARS_LOW_FDS), get(high));
         let ratio = hi / lo;
@@ -672,7 +735,7 @@ pub fn run_bars(o: &SweepOpts, out: &Path) -> Result<BarsReport> {
         points: pts,
         summary,
     };
-    std::fs::write(out.join("bars.csv"), csv("bars", &report.points))
+    std::fs::write(out.join("bars.csv"), csv("bars", o.metric, &report.points))
         .context("writing bars.csv")?;
     std::fs::write(
         out.join("bars.json"),

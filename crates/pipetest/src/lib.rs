@@ -23,7 +23,7 @@ pub use bench::{
     max_pipes_for, raise_nofile, Config, Model, Route, RunResult, DEFAULT_STALL, MAX_FDS,
     MAX_PASSES, MAX_SIZE, MAX_TOKENS, RESERVED_FDS,
 };
-pub use figure::{run_bars, run_figure, BarsReport, FigureReport, SweepOpts};
+pub use figure::{run_bars, run_figure, BarsReport, FigureReport, Metric, SweepOpts};
 
 use anyhow::{bail, Result};
 use bench::Bench;
@@ -88,6 +88,11 @@ pub struct Args {
     /// Target duration of one timed run in a sweep, in milliseconds.
     #[arg(long, default_value_t = 150)]
     pub point_ms: u64,
+    /// What figures plot: "cpu" (passes per CPU-second of the benchmark
+    /// thread; the paper's runs were at 100% CPU) or "wall" (passes per
+    /// wall-clock second). Both are recorded in CSV and JSON.
+    #[arg(long, value_enum, default_value_t = Metric::Cpu)]
+    pub metric: Metric,
     /// Largest descriptor count in the sweeps of figures 1-3 and the bars.
     #[arg(long, default_value_t = 10_000)]
     pub fds_max: usize,
@@ -179,15 +184,18 @@ pub fn run(args: Args) -> Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "model={} fds={} tokens={} size={} passes={} elapsed={:.3}s passes/s={:.0} \
-                     verified={} tokens{}",
+                    "model={} route={} fds={} tokens={} size={} passes={} elapsed={:.3}s \
+                     cpu={:.3}s passes/s={:.0} passes/cpu-s={:.0} verified={} tokens{}",
                     r.label,
+                    cfg.route.name(),
                     r.fds,
                     r.tokens,
                     r.size,
                     r.passes,
                     r.elapsed_s,
+                    r.cpu_s,
                     r.passes_per_sec,
+                    r.passes_per_cpu_sec,
                     r.tokens_verified,
                     match r.hops_counted {
                         Some(h) => format!(", hop counters sum to {h}"),
