@@ -54,6 +54,8 @@ pub enum SendMode {
     Sendfile,
     /// One thread, io_uring `SPLICE` file -> pipe -> socket.
     UringSplice,
+    /// One thread, io_uring `READ` from the (page-cached) file into a buffer, then `SEND`.
+    UringReadSend,
     /// One thread: native AIO `O_DIRECT` read into a /dev/shm buffer, then `sendfile`.
     LinuxAioSendfile,
 }
@@ -77,13 +79,14 @@ impl RecvMode {
 }
 
 impl SendMode {
-    pub const ALL: [SendMode; 7] = [
+    pub const ALL: [SendMode; 8] = [
         SendMode::Send,
         SendMode::Epoll,
         SendMode::UringSend,
         SendMode::UringSendZc,
         SendMode::Sendfile,
         SendMode::UringSplice,
+        SendMode::UringReadSend,
         SendMode::LinuxAioSendfile,
     ];
 
@@ -95,6 +98,7 @@ impl SendMode {
             SendMode::UringSendZc => "uring-send-zc",
             SendMode::Sendfile => "sendfile",
             SendMode::UringSplice => "uring-splice",
+            SendMode::UringReadSend => "uring-read-send",
             SendMode::LinuxAioSendfile => "linux-aio-sendfile",
         }
     }

@@ -263,7 +263,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
 
+    let checksum_s_per_gb = checksum_cost(&source);
     let total = configs.len() * args.repeats;
+    eprintln!(
+        "naio: the receivers' checksum costs {checksum_s_per_gb:.3} CPU s/GB on this machine (included in receiver CPU)"
+    );
     eprintln!(
         "naio: {} runs ({} configurations x {} repeats), {} over {}",
         total,
@@ -309,13 +313,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let md = tables(&groups, &args, &medians);
     println!("{md}");
     if let Some(out) = &args.out {
-        write_outputs(out, &args, &groups, &results, &medians, &md)?;
+        write_outputs(
+            out,
+            &args,
+            &groups,
+            &results,
+            &medians,
+            &md,
+            checksum_s_per_gb,
+        )?;
         eprintln!("naio: results written to {}", out.display());
     }
     if let Some(e) = failure {
         return Err(e);
     }
     Ok(())
+}
+
+/// CPU seconds per 10^9 bytes the receivers' checksum costs by itself.
+fn checksum_cost(source: &Source) -> f64 {
+    const ROUNDS: usize = 4;
+    let t0 = sys::thread_cpu_ns();
+    let mut x = 0u64;
+    for _ in 0..ROUNDS {
+        x ^= digest::xxh64(std::hint::black_box(&source.content));
+    }
+    std::hint::black_box(x);
+    let ns = sys::thread_cpu_ns().saturating_sub(t0);
+    ns as f64 / (ROUNDS * source.len()) as f64
 }
 
 fn human_bytes(n: u64) -> String {
@@ -504,6 +529,8 @@ struct Report<'a> {
     time_limit_s: f64,
     repeats: usize,
     netns: bool,
+    /// CPU s/GB of the receivers' checksum alone (part of receiver CPU).
+    checksum_cpu_s_per_gb: f64,
     file: &'a Path,
     groups: &'a [Group],
     medians: Vec<&'a Median>,
@@ -524,8 +551,10 @@ fn write_outputs(
     results: &[(usize, RunResult)],
     med: &BTreeMap<Key, Median>,
     md: &str,
+    checksum_s_per_gb: f64,
 ) -> anyhow::Result<()> {
     let report = Report {
+        checksum_cpu_s_per_gb: checksum_s_per_gb,
         tool: "spindle-bench naio",
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()

@@ -1,7 +1,7 @@
 //! The send side. Memory senders (`send`, `epoll`, `uring-send`,
 //! `uring-send-zc`) send the source file's bytes from the in-memory copy;
-//! file senders (`sendfile`, `uring-splice`, `linux-aio-sendfile`) take
-//! them from the file itself. Socket `k` carries the stream described in
+//! file senders (`sendfile`, `uring-splice`, `uring-read-send`,
+//! `linux-aio-sendfile`) take them from the file itself. Socket `k` carries the stream described in
 //! `source.rs`; every message is at most `size` bytes and ends on a
 //! multiple of `size`.
 
@@ -96,6 +96,7 @@ pub fn run(job: &Job<'_>, m: &mut Meter<'_>, fds: &[(usize, RawFd)]) -> anyhow::
         SendMode::UringSend => uring_send(job, m, fds, false),
         SendMode::UringSendZc => uring_send(job, m, fds, true),
         SendMode::UringSplice => uring_splice(job, m, fds),
+        SendMode::UringReadSend => uring_read_send(job, m, fds),
         SendMode::LinuxAioSendfile => aio_sendfile(job, m, fds),
     }
 }
@@ -501,6 +502,127 @@ fn uring_splice(
     })
 }
 
+/// io_uring READ from the page-cached file into a per-socket buffer, then
+/// SEND from it (the fallback path of a static-file server without
+/// sendfile).
+fn uring_read_send(
+    job: &Job<'_>,
+    m: &mut Meter<'_>,
+    fds: &[(usize, RawFd)],
+) -> anyhow::Result<ThreadOut> {
+    let src = job.source;
+    let file = std::fs::File::open(&src.path).context("opening the source file")?;
+    // Declared before the ring, so the ring (and its requests) go first.
+    let mut bufs: Vec<Vec<u8>> = fds.iter().map(|_| vec![0u8; job.size]).collect();
+    let mut ring = new_ring(RING_ENTRIES)?;
+    let mut streams: Vec<Stream> = fds
+        .iter()
+        .map(|&(k, fd)| Stream::new(k, fd, job.per_socket))
+        .collect();
+    // Per socket: bytes in the buffer, bytes of them sent, request in flight.
+    let mut filled = vec![0usize; streams.len()];
+    let mut sent_in_buf = vec![0usize; streams.len()];
+    let mut busy = vec![false; streams.len()];
+    let mut sent = vec![0u64; streams.len()];
+    let mut inflight = 0usize;
+    let mut open = streams.len();
+    let r = (|| -> anyhow::Result<()> {
+        let start = m.start();
+        let deadline = job.time_limit.map(|l| start + l);
+        loop {
+            for i in 0..streams.len() {
+                let s = &mut streams[i];
+                if busy[i] || s.done {
+                    continue;
+                }
+                let e = if sent_in_buf[i] < filled[i] {
+                    let p = bufs[i][sent_in_buf[i]..filled[i]].as_ptr();
+                    opcode::Send::new(types::Fd(s.fd), p, (filled[i] - sent_in_buf[i]) as u32)
+                        .flags(libc::MSG_NOSIGNAL)
+                        .build()
+                } else {
+                    s.maybe_stop(job.size, deadline);
+                    if s.finished() {
+                        sys::shutdown(s.fd, libc::SHUT_WR).context("shutdown")?;
+                        s.done = true;
+                        open -= 1;
+                        continue;
+                    }
+                    let off = src.offset(s.k, s.pos);
+                    let len = src.msg_len(s.k, s.pos, s.total, job.size);
+                    filled[i] = 0;
+                    sent_in_buf[i] = 0;
+                    opcode::Read::new(
+                        types::Fd(file.as_raw_fd()),
+                        bufs[i].as_mut_ptr(),
+                        len as u32,
+                    )
+                    .offset(off as u64)
+                    .build()
+                };
+                // SAFETY: bufs[i] outlives the ring (declared first, and
+                // leaked below if requests are stuck); it is neither read nor
+                // written by this thread while a request on it is in flight.
+                push(&mut ring, &e.user_data(i as u64))?;
+                busy[i] = true;
+                inflight += 1;
+            }
+            if open == 0 && inflight == 0 {
+                break;
+            }
+            ring.submit_and_wait(1)?;
+            let cqes: Vec<(u64, i32)> = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (ud, res) in cqes {
+                let i = ud as usize;
+                inflight -= 1;
+                busy[i] = false;
+                let was_send = sent_in_buf[i] < filled[i];
+                if res == -libc::EINTR || res == -libc::EAGAIN {
+                    continue;
+                }
+                if res <= 0 {
+                    bail!(
+                        "{}: {}",
+                        if was_send { "SEND" } else { "READ" },
+                        if res == 0 {
+                            "zero-length transfer".to_string()
+                        } else {
+                            io::Error::from_raw_os_error(-res).to_string()
+                        }
+                    );
+                }
+                if was_send {
+                    sent_in_buf[i] += res as usize;
+                    sent[i] += res as u64;
+                } else {
+                    filled[i] = res as usize;
+                    streams[i].pos += res as u64;
+                }
+            }
+        }
+        m.stop();
+        Ok(())
+    })();
+    let clean = r.is_ok() || inflight == 0 || drain(&mut ring, fds, inflight);
+    drop(ring);
+    if !clean {
+        // Requests may still write into the buffers: never free them.
+        std::mem::forget(bufs);
+        bail!(
+            "{:#}; requests were still in flight after {DRAIN_LIMIT:?}",
+            r.unwrap_err()
+        );
+    }
+    r?;
+    Ok(ThreadOut {
+        sent: streams.iter().zip(&sent).map(|(s, &n)| (s.k, n)).collect(),
+        ..Default::default()
+    })
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SlotState {
     Reading,
@@ -744,4 +866,33 @@ fn finish_if_done(a: &mut AioStream) -> anyhow::Result<bool> {
         return Ok(true);
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    /// sendfile hands the socket references to the shm pages, not copies:
+    /// once a slot is punched, new bytes written into it must not reach the
+    /// bytes still queued for the receiver.
+    #[test]
+    fn punched_shm_slot_keeps_queued_bytes() {
+        let shm = sys::ShmBuf::new(Path::new(SHM_DIR), "unit-test", PAGE).expect("shm");
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let first = vec![0xA5u8; PAGE];
+        // SAFETY: writes PAGE bytes into the PAGE-byte mapping owned by `shm`.
+        unsafe { std::ptr::copy_nonoverlapping(first.as_ptr(), shm.addr(0), PAGE) };
+        let n = sys::sendfile(tx.as_raw_fd(), shm.fd(), 0, PAGE).unwrap();
+        assert_eq!(n, PAGE);
+        shm.punch(0, PAGE).unwrap();
+        // SAFETY: as above; the punched range faults in a fresh page.
+        unsafe { std::ptr::write_bytes(shm.addr(0), 0x5A, PAGE) };
+        let mut got = vec![0u8; PAGE];
+        rx.read_exact(&mut got).unwrap();
+        assert!(got == first, "bytes queued by sendfile changed after the slot was reused");
+    }
 }
