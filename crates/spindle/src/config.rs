@@ -19,6 +19,11 @@ pub const DEFAULT_KEEPALIVE_TIMEOUT_SECS: f64 = 75.0;
 pub const DEFAULT_HEADER_TIMEOUT_SECS: f64 = 20.0;
 pub const DEFAULT_SEND_TIMEOUT_SECS: f64 = 60.0;
 pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 10.0;
+/// Open-file cache entries per worker (see `filecache`).
+pub const DEFAULT_OPEN_FILE_CACHE: usize = 1000;
+pub const DEFAULT_OPEN_FILE_CACHE_VALID_SECS: f64 = 1.0;
+/// Largest accepted `--open-file-cache`.
+pub const MAX_OPEN_FILE_CACHE: usize = 1 << 20;
 /// Smallest and largest accepted `--chunk-size`.
 pub const MIN_CHUNK_SIZE: u64 = 4096;
 pub const MAX_CHUNK_SIZE: u64 = 16 * 1024 * 1024;
@@ -104,6 +109,12 @@ pub struct Cli {
     /// Serve files and directories whose names start with a dot
     #[arg(long)]
     pub dotfiles: bool,
+    /// Open descriptors of hot files kept per worker; 0 disables [default: 1000]
+    #[arg(long, value_name = "N")]
+    pub open_file_cache: Option<usize>,
+    /// Seconds a cached descriptor is trusted to still be what its path names [default: 1]
+    #[arg(long, value_name = "SECS")]
+    pub open_file_cache_valid: Option<f64>,
 }
 
 /// The config file: the same keys as the long options.
@@ -125,6 +136,8 @@ struct FileConfig {
     max_connections: Option<u32>,
     max_header_size: Option<usize>,
     dotfiles: Option<bool>,
+    open_file_cache: Option<usize>,
+    open_file_cache_valid: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -154,6 +167,8 @@ pub struct Config {
     pub max_connections: u32,
     pub max_header_size: usize,
     pub dotfiles: bool,
+    pub open_file_cache: usize,
+    pub open_file_cache_valid: Duration,
 }
 
 /// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
@@ -265,6 +280,15 @@ impl Config {
         if listen.is_empty() {
             return Err("listen: give at least one address".into());
         }
+        let open_file_cache = cli
+            .open_file_cache
+            .or(file.open_file_cache)
+            .unwrap_or(DEFAULT_OPEN_FILE_CACHE);
+        if open_file_cache > MAX_OPEN_FILE_CACHE {
+            return Err(format!(
+                "open-file-cache must be at most {MAX_OPEN_FILE_CACHE}, not {open_file_cache}"
+            ));
+        }
         let backend_choice = cli.backend.or(file.backend);
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -303,6 +327,13 @@ impl Config {
             max_connections,
             max_header_size,
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
+            open_file_cache,
+            open_file_cache_valid: secs(
+                "open-file-cache-valid",
+                cli.open_file_cache_valid
+                    .or(file.open_file_cache_valid)
+                    .unwrap_or(DEFAULT_OPEN_FILE_CACHE_VALID_SECS),
+            )?,
         })
     }
 

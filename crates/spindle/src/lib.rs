@@ -4,6 +4,7 @@
 pub mod accesslog;
 pub mod backend;
 pub mod config;
+pub mod filecache;
 pub mod fs;
 pub mod net;
 pub mod server;

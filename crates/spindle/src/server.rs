@@ -31,6 +31,16 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         }
     }
 
+    // Descriptors: raise the soft limit to the hard one (as nginx's
+    // worker_rlimit_nofile), then size the open-file cache so that full
+    // connection tables and full caches still fit.
+    let nofile = raise_nofile_limit();
+    let reserve = cfg.max_connections as u64 + 64 * cfg.workers as u64 + 64;
+    let per_worker = nofile.saturating_sub(reserve) / cfg.workers as u64;
+    if (per_worker as usize) < cfg.open_file_cache {
+        cfg.open_file_cache = per_worker as usize;
+    }
+
     // Block the stop signals in every thread; the main thread takes them
     // with sigwait below, so no handler ever runs inside a worker.
     let sigset = stop_signals();
@@ -185,6 +195,31 @@ fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
         // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
         unsafe { libc::write(e.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to its hard limit; returns the new
+/// soft limit.
+fn raise_nofile_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write a live local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur
 }
 
 fn stop_signals() -> libc::sigset_t {

@@ -26,14 +26,17 @@
 //! completion; the worker returns only when no operation is in flight.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use spindle_core::accesslog;
+use spindle_core::response::FileKind;
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
 use super::WorkerContext;
+use crate::filecache::OpenFileCache;
 use crate::fs;
 use crate::net;
 
@@ -164,7 +167,7 @@ struct Conn {
     peer_eof: bool,
     deadline: Instant,
     open: Option<Box<PendingOpen>>,
-    file: Option<OwnedFd>,
+    file: Option<Rc<OwnedFd>>,
     tx: Option<Tx>,
     lingered: usize,
 }
@@ -203,6 +206,7 @@ struct Worker {
     drain_deadline: Option<Instant>,
     rearm: Vec<u32>,
     warned_emfile: bool,
+    files: OpenFileCache,
 }
 
 /// Checks that io_uring is usable here and supports every operation the
@@ -319,6 +323,7 @@ impl Worker {
             drain_deadline: None,
             rearm: Vec::new(),
             warned_emfile: false,
+            files: OpenFileCache::new(ctx.cfg.open_file_cache, ctx.cfg.open_file_cache_valid),
             ctx,
         };
         for bid in 0..RECV_BUF_COUNT {
@@ -623,6 +628,19 @@ impl Worker {
                 self.arm_recv(slot);
             }
             Step::Open(req) => {
+                if let Some(file) = self.files.get(req.path.as_bytes(), now) {
+                    // A cached descriptor: fresh metadata, no open.
+                    let result = fs::file_meta(file.as_raw_fd())
+                        .map_err(|e| OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO)));
+                    let c = self.conn(slot);
+                    let resp = c.session.opened(&cfg, &req, result);
+                    if resp.file.is_some() {
+                        c.file = Some(file);
+                    }
+                    self.start_tx(slot, resp);
+                    return;
+                }
+                let c = self.conn(slot);
                 c.phase = Phase::Opening;
                 let pending = Box::new(PendingOpen {
                     req,
@@ -721,14 +739,19 @@ impl Worker {
 
     fn on_open(&mut self, slot: u32, res: i32) {
         let cfg = self.ctx.session_cfg.clone();
-        let c = self.conn(slot);
-        let pending = c.open.take().expect("open in flight");
+        let now = self.now;
+        let pending = self.conn(slot).open.take().expect("open in flight");
+        let mut file = None;
         let result = if res >= 0 {
             // SAFETY: OPENAT2 returned a new descriptor that nothing else owns.
-            let file = unsafe { OwnedFd::from_raw_fd(res) };
-            match fs::inspect_opened(file.as_raw_fd()) {
+            let fd = unsafe { OwnedFd::from_raw_fd(res) };
+            match fs::inspect_opened(fd.as_raw_fd()) {
                 Ok(meta) => {
-                    c.file = Some(file);
+                    let fd = Rc::new(fd);
+                    if meta.kind == FileKind::Regular {
+                        self.files.insert(pending.req.path.as_bytes(), fd.clone(), now);
+                    }
+                    file = Some(fd);
                     Ok(meta)
                 }
                 Err(e) => Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
@@ -736,14 +759,14 @@ impl Worker {
         } else {
             Err(OpenError::from_errno(-res))
         };
+        let c = self.conn(slot);
         if c.phase == Phase::Closing {
-            c.file = None;
             self.maybe_release(slot);
             return;
         }
         let resp = c.session.opened(&cfg, &pending.req, result);
-        if resp.file.is_none() {
-            c.file = None;
+        if resp.file.is_some() {
+            c.file = file;
         }
         self.start_tx(slot, resp);
     }
