@@ -119,6 +119,7 @@ pub struct ThreadPlan {
 /// A thread's result: its counters and when it stopped.
 pub struct ThreadResult {
     pub stats: Stats,
+    pub started: Instant,
     pub ended: Instant,
 }
 
@@ -599,6 +600,10 @@ impl<'a> Worker<'a> {
         if may_retry && c.reused && !c.retried && !c.parser.started() && c.in_fetch {
             let (url, start) = (c.url, c.fetch_start);
             c.in_fetch = false;
+            // The fetch goes on, on a new connection; it is counted in flight
+            // again there.
+            self.in_flight -= 1;
+            self.shared.current.fetch_sub(1, Relaxed);
             self.stats.reconnects += 1;
             self.close(slot);
             self.start_on_new_conn(url, start, true);
@@ -876,9 +881,8 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// The measured run.
-    pub fn run(&mut self) -> io::Result<()> {
-        let t0 = Instant::now();
+    /// The measured run, from `t0`.
+    pub fn run(&mut self, t0: Instant) -> io::Result<()> {
         let deadline = self.plan.seconds.map(|s| t0 + s);
         let gap = if self.tp.rate > 0.0 {
             Duration::from_secs_f64(1.0 / self.tp.rate)
@@ -1007,8 +1011,10 @@ pub fn thread_main(
         Err(e) => Err(format!("event loop failed: {e}")),
         Ok(_) => {
             let mut w = worker.take().expect("worker exists");
-            match w.run() {
+            let started = Instant::now();
+            match w.run(started) {
                 Ok(()) => Ok(ThreadResult {
+                    started,
                     ended: Instant::now(),
                     stats: w.finish(),
                 }),

@@ -285,14 +285,18 @@ pub fn run(cfg: &Config) -> Result<Summary, RunError> {
         (results, start, cpu)
     });
 
+    // The run lasts from the first worker's start to the last one's end.
     let mut stats = Stats::new();
-    let mut ended = start;
+    let (mut first, mut last) = (None::<Instant>, start);
     for r in results {
         let r = r.map_err(RunError::Fatal)?;
         stats.merge(&r.stats);
-        ended = ended.max(r.ended);
+        first = Some(first.map_or(r.started, |f| f.min(r.started)));
+        last = last.max(r.ended);
     }
-    let seconds = ended.duration_since(start).as_secs_f64();
+    let seconds = last
+        .saturating_duration_since(first.unwrap_or(start))
+        .as_secs_f64();
     if cfg.cpu && cpu.is_none() {
         eprintln!("spindle-load: --cpu: cannot read /proc/stat");
     }

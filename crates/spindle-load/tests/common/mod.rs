@@ -20,6 +20,9 @@ pub enum Behavior {
     Chunked(Vec<u8>),
     /// Correct, but asks to close every `n`th response on a connection.
     CloseEvery(Vec<u8>, u64),
+    /// Correct keep-alive responses, but drops the connection without
+    /// notice after every `n`th response on it.
+    DropAfter(Vec<u8>, u64),
     /// The first response is right; later ones have the same length but
     /// different bytes.
     WrongBytesAfterFirst(Vec<u8>),
@@ -194,6 +197,13 @@ fn serve(
                 let r = response("200 OK", body, c, body.len());
                 let _ = s.write_all(&r);
                 if c {
+                    return;
+                }
+                continue;
+            }
+            Behavior::DropAfter(body, k) => {
+                let r = response("200 OK", body, close, body.len());
+                if s.write_all(&r).is_err() || close || on_conn.is_multiple_of(*k) {
                     return;
                 }
                 continue;
