@@ -24,10 +24,10 @@ pub const READ_BUFFER_BYTES: usize = 128 * 1024;
 pub const MAX_EVENTS: usize = 1024;
 /// Period of the timeout scan and other housekeeping.
 pub const TICK: Duration = Duration::from_millis(100);
-/// Most new fetches one pass of the loop starts (a gentle ramp, as
-/// http_load's 10 per pass, so a large -parallel does not overflow the
-/// server's listen backlog in one burst).
-pub const MAX_STARTS_PER_PASS: usize = 64;
+/// Most fetches one pass of the loop adds to those in flight, beyond
+/// replacing the ones that ended (a ramp, as http_load's 10 per pass, so a
+/// large -parallel does not overflow the server's listen backlog at once).
+pub const MAX_STARTS_PER_PASS: usize = 256;
 /// Most idle connections being set up at once per thread.
 pub const IDLE_SETUP_CONCURRENCY: usize = 64;
 /// Most dropped idle connections reopened per tick per thread.
@@ -220,6 +220,8 @@ pub struct Worker<'a> {
     idle_open: u64,
     idle_setting_up: u64,
     idle_reopen_pending: u64,
+    /// Fetches ended since the last start pass.
+    ended_since_pass: usize,
     scratch: Vec<usize>,
 }
 
@@ -244,6 +246,7 @@ impl<'a> Worker<'a> {
             idle_open: 0,
             idle_setting_up: 0,
             idle_reopen_pending: 0,
+            ended_since_pass: 0,
             scratch: Vec::new(),
         })
     }
@@ -407,6 +410,7 @@ impl<'a> Worker<'a> {
     /// Bookkeeping common to every ended fetch.
     fn account_end(&mut self) {
         self.stats.fetches += 1;
+        self.ended_since_pass += 1;
         self.in_flight -= 1;
         self.shared.current.fetch_sub(1, Relaxed);
         self.shared.completed.fetch_add(1, Relaxed);
@@ -900,8 +904,9 @@ impl<'a> Worker<'a> {
             let mut capped = false;
             let mut starts = 0;
             if self.tp.parallel > 0 {
+                let cap = MAX_STARTS_PER_PASS + std::mem::take(&mut self.ended_since_pass);
                 while self.in_flight < self.tp.parallel && !self.no_more_tickets {
-                    if starts == MAX_STARTS_PER_PASS {
+                    if starts == cap {
                         capped = true;
                         break;
                     }
@@ -1013,11 +1018,15 @@ pub fn thread_main(
             let mut w = worker.take().expect("worker exists");
             let started = Instant::now();
             match w.run(started) {
-                Ok(()) => Ok(ThreadResult {
-                    started,
-                    ended: Instant::now(),
-                    stats: w.finish(),
-                }),
+                Ok(()) => {
+                    // The run ends here; closing the connections is not part of it.
+                    let ended = Instant::now();
+                    Ok(ThreadResult {
+                        started,
+                        ended,
+                        stats: w.finish(),
+                    })
+                }
                 Err(e) => Err(format!("event loop failed: {e}")),
             }
         }
