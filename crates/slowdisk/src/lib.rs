@@ -67,6 +67,7 @@ fn write_stats(path: &Option<PathBuf>, stats: &Stats) {
 
 /// Runs `spindle-bench slowdisk` in the foreground until SIGINT, SIGTERM or SIGHUP.
 pub fn run(args: Args) -> Result<()> {
+    let parent = sys::getppid();
     args.model.validate()?;
     let backing = std::fs::canonicalize(&args.backing)
         .with_context(|| format!("--backing {}", args.backing.display()))?;
@@ -93,6 +94,13 @@ pub fn run(args: Args) -> Result<()> {
             backing.display()
         );
     }
+    if backing.starts_with(&mount) {
+        bail!(
+            "--backing {} is inside --mount {}; the mount would hide it",
+            backing.display(),
+            mount.display()
+        );
+    }
     sys::raise_nofile_limit();
 
     let t0 = Instant::now();
@@ -111,7 +119,6 @@ pub fn run(args: Args) -> Result<()> {
 
     // Every thread started from here on inherits the mask: only this thread sees them.
     sys::block_signals().context("blocking signals")?;
-    let parent = sys::getppid();
 
     let model = model::Model::new(args.model.clone(), layout.platter_bytes());
     let (disk, mut spindles) = disk::Disk::start(model).context("starting spindle threads")?;

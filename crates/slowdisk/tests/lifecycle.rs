@@ -241,6 +241,16 @@ fn bad_flags_give_one_error_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("inside --backing"), "{err}");
+    // And a backing directory inside the mount point (the mount would hide it).
+    std::fs::create_dir_all(tmp.path().join("outer/data")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slowdisk"))
+        .args(["--backing", "outer/data", "--mount", "outer"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("inside --mount"), "{err}");
 }
 
 #[test]
