@@ -23,6 +23,10 @@ use crate::accesslog::AccessLog;
 use crate::config::{BackendKind, Config};
 use crate::fs::Root;
 
+pub mod epoll;
+pub mod linux_aio;
+pub mod posix_aio;
+pub mod sendfile;
 pub mod uring;
 
 /// Everything a worker needs.
@@ -59,7 +63,9 @@ impl ShutdownSignal {
 pub fn run_worker(kind: BackendKind, ctx: WorkerContext) -> Result<(), String> {
     match kind {
         BackendKind::IoUring => uring::run(ctx),
-        other => Err(format!("backend {} is not built yet", other.name())),
+        BackendKind::LinuxSendfile => epoll::run::<sendfile::Sendfile>(ctx),
+        BackendKind::PosixAio => epoll::run::<posix_aio::PosixAio>(ctx),
+        BackendKind::LinuxAioSendfile => epoll::run::<linux_aio::LinuxAio>(ctx),
     }
 }
 
@@ -67,6 +73,8 @@ pub fn run_worker(kind: BackendKind, ctx: WorkerContext) -> Result<(), String> {
 pub fn probe(kind: BackendKind) -> Result<(), String> {
     match kind {
         BackendKind::IoUring => uring::probe(),
-        other => Err(format!("backend {} is not built yet", other.name())),
+        BackendKind::LinuxSendfile => sendfile::probe(),
+        BackendKind::PosixAio => posix_aio::probe(),
+        BackendKind::LinuxAioSendfile => linux_aio::probe(),
     }
 }
