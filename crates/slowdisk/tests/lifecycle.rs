@@ -27,6 +27,7 @@ fn mirror_is_faithful_and_read_only() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     let backing = tmp.path().join("b");
     let rels = common::make_files(&backing, 3, 5, 10_000);
     std::fs::write(backing.join("empty"), b"").unwrap();
@@ -109,6 +110,7 @@ fn stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     let backing = tmp.path().join("b");
     common::make_files(&backing, 1, 3, 5000);
     let mnt = tmp.path().join("m");
@@ -154,6 +156,7 @@ fn sigterm_with_files_open_still_unmounts_and_exits() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     let backing = tmp.path().join("b");
     common::make_files(&backing, 1, 2, 5000);
     let disk = common::spawn(
@@ -180,6 +183,7 @@ fn daemon_unmounts_when_its_parent_dies() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     let backing = tmp.path().join("b");
     common::make_files(&backing, 1, 1, 100);
     let mnt = tmp.path().join("m");
@@ -215,6 +219,7 @@ fn daemon_unmounts_when_its_parent_dies() {
 #[test]
 fn bad_flags_give_one_error_line() {
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     for args in [
         vec!["--backing", "/nonexistent-slowdisk", "--mount", "m"],
         vec!["--backing", ".", "--mount", "m", "--spindles", "0"],
@@ -256,6 +261,7 @@ fn bad_flags_give_one_error_line() {
 #[test]
 fn spawn_reports_a_daemon_that_cannot_start() {
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     let mut opts = MountOptions::new(
         tmp.path().join("missing"),
         tmp.path().join("m"),

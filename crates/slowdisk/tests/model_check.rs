@@ -51,6 +51,7 @@ fn random_100k_reads_at_1_and_32_readers() {
     }
     let _g = common::serial();
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("mnt"));
     let backing = tmp.path().join("backing");
     let rels = common::make_files(&backing, 20, 50, FILE);
     let mut files: Vec<(usize, PathBuf)> = rels.into_iter().enumerate().collect();
@@ -158,6 +159,7 @@ fn sequential_read_runs_at_mbps_per_stream() {
     let _g = common::serial();
     const LEN: usize = 24 << 20;
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("mnt"));
     let backing = tmp.path().join("backing");
     std::fs::create_dir_all(&backing).unwrap();
     for i in 0..3 {

@@ -51,6 +51,7 @@ fn o_direct_bypasses_the_page_cache_and_aio_on_it_is_asynchronous() {
     }
     let _g = common::serial();
     let tmp = tempfile::tempdir().unwrap();
+    let _unmount = common::UnmountGuard(tmp.path().join("m"));
     let backing = tmp.path().join("b");
     let rels = common::make_files(&backing, 4, 10, FILE);
     let disk = common::spawn(

@@ -7,7 +7,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use slowdisk::{ModelArgs, MountHandle, MountOptions};
+use slowdisk::{mounts, ModelArgs, MountHandle, MountOptions};
+
+/// Removes any FUSE mount left at `path` when dropped, so that a failing test (which
+/// may have killed its daemon) leaves no dead mount behind. Declare it after the
+/// tempdir, so it is dropped first.
+pub struct UnmountGuard(pub PathBuf);
+
+impl Drop for UnmountGuard {
+    fn drop(&mut self) {
+        if self.0.exists() || mounts::is_dead(&self.0) {
+            let _ = mounts::clean_stale(&self.0);
+        }
+    }
+}
 
 /// Timing tests run one at a time, so that they do not steal CPU from each other.
 static SERIAL: Mutex<()> = Mutex::new(());
