@@ -41,7 +41,6 @@ fn free_port() -> u16 {
 }
 
 #[test]
-#[ignore = "enabled once spindle serves files"]
 fn a_run_against_spindle() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("www");
