@@ -12,7 +12,12 @@ use std::time::{Duration, Instant};
 
 /// Every backend the server offers. Tests loop over this list, so each
 /// backend passes the same suite. `SPINDLE_TEST_BACKENDS=a,b` narrows it.
-pub const ALL_BACKENDS: &[&str] = &["io-uring"];
+pub const ALL_BACKENDS: &[&str] = &[
+    "io-uring",
+    "linux-sendfile",
+    "posix-aio",
+    "linux-aio-sendfile",
+];
 
 pub fn backends() -> Vec<String> {
     match std::env::var("SPINDLE_TEST_BACKENDS") {
