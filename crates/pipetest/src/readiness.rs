@@ -2,7 +2,7 @@
 //! `read()` and `write()`. Raw syscalls, hence `unsafe`; no buffer outlives
 //! its call.
 
-use crate::bench::Bench;
+use crate::bench::{Bench, Fault};
 use anyhow::{bail, Context as _, Result};
 use std::io;
 
@@ -14,7 +14,7 @@ fn stall_ms(b: &Bench) -> libc::c_int {
 }
 
 /// `poll()` over every read end, then read one token from each ready pipe.
-pub(crate) fn run_poll(b: &mut Bench) -> Result<()> {
+pub(crate) fn run_poll(b: &mut Bench, fault: Fault) -> Result<()> {
     let mut pfds: Vec<libc::pollfd> = b
         .core
         .pipes
@@ -27,6 +27,7 @@ pub(crate) fn run_poll(b: &mut Bench) -> Result<()> {
         })
         .collect();
     let timeout = stall_ms(b);
+    b.seed(fault)?;
     while !b.core.done() {
         // SAFETY: poll reads and writes `pfds.len()` live pollfd structs
         // during the call only.
@@ -62,7 +63,7 @@ pub(crate) fn run_poll(b: &mut Bench) -> Result<()> {
 
 /// `select()` over every read end (all below FD_SETSIZE), then read one
 /// token from each ready pipe.
-pub(crate) fn run_select(b: &mut Bench) -> Result<()> {
+pub(crate) fn run_select(b: &mut Bench, fault: Fault) -> Result<()> {
     let maxfd = *b.core.pipes.r.iter().max().expect("at least one pipe");
     if maxfd as usize >= libc::FD_SETSIZE {
         bail!(
@@ -71,6 +72,7 @@ pub(crate) fn run_select(b: &mut Bench) -> Result<()> {
         );
     }
     let stall = b.core.stall;
+    b.seed(fault)?;
     while !b.core.done() {
         // SAFETY: fd_set is plain old data; all-zero is the empty set.
         let mut set: libc::fd_set = unsafe { std::mem::zeroed() };
@@ -128,7 +130,7 @@ impl Drop for Epoll {
 
 /// `epoll_wait()` on every read end (level- or edge-triggered), then read
 /// one token (edge: every token) from each ready pipe.
-pub(crate) fn run_epoll(b: &mut Bench, edge: bool) -> Result<()> {
+pub(crate) fn run_epoll(b: &mut Bench, edge: bool, fault: Fault) -> Result<()> {
     // SAFETY: plain syscall, no pointers.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
@@ -153,6 +155,7 @@ pub(crate) fn run_epoll(b: &mut Bench, edge: bool) -> Result<()> {
     let max = b.core.n.clamp(1, EPOLL_MAX_EVENTS);
     let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; max];
     let timeout = stall_ms(b);
+    b.seed(fault)?;
     while !b.core.done() {
         // SAFETY: epoll_wait writes at most `max` events into the live `evs`.
         let rc = unsafe { libc::epoll_wait(ep.0, evs.as_mut_ptr(), max as libc::c_int, timeout) };

@@ -93,20 +93,29 @@ impl Ring {
         Ok(!self.cqes.is_empty())
     }
 
-    /// Cancel everything outstanding and reap until nothing is in flight.
-    /// `on_cqe` sees each late completion (user_data, res, flags).
-    fn cancel_all(&mut self, mut on_cqe: impl FnMut(u64, i32, u32) -> Result<()>) -> Result<()> {
+    /// Cancel the requests tagged `0..n` (one per pipe; by `user_data`, a
+    /// hashed lookup: `IORING_ASYNC_CANCEL_ANY` walks the whole table per
+    /// match and takes about a second for 10,000 polls) and reap until
+    /// nothing is in flight. `on_cqe` sees each late completion
+    /// (user_data, res, flags).
+    fn cancel_all(
+        &mut self,
+        n: usize,
+        mut on_cqe: impl FnMut(u64, i32, u32) -> Result<()>,
+    ) -> Result<()> {
         if self.inflight == 0 {
             return Ok(());
         }
-        let e = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-            .build()
-            .user_data(TAG_CANCEL);
-        // SAFETY: a cancel request names no buffer.
-        unsafe { self.push(&e) }?;
-        let mut cancel_seen = false;
+        for i in 0..n {
+            let e = opcode::AsyncCancel::new(i as u64)
+                .build()
+                .user_data(TAG_CANCEL);
+            // SAFETY: a cancel request names no buffer.
+            unsafe { self.push(&e) }?;
+        }
+        let mut cancels = 0;
         let deadline = std::time::Instant::now() + CANCEL_WAIT;
-        while self.inflight > 0 || !cancel_seen {
+        while self.inflight > 0 || cancels < n {
             if std::time::Instant::now() > deadline {
                 bail!(
                     "io_uring: {} requests still in flight after cancel",
@@ -117,8 +126,8 @@ impl Ring {
             let cqes = std::mem::take(&mut self.cqes);
             for &(ud, res, flags) in &cqes {
                 if ud == TAG_CANCEL {
-                    cancel_seen = true;
-                    if res < 0 && res != -libc::ENOENT {
+                    cancels += 1;
+                    if res < 0 && res != -libc::ENOENT && res != -libc::EALREADY {
                         bail!("io_uring cancel failed: errno {}", -res);
                     }
                     continue;
@@ -141,7 +150,7 @@ pub(crate) fn run_uring_poll(b: &mut Bench, multishot: bool, fault: Fault) -> Re
     let result = uring_poll_loop(&mut r, b, multishot, fault);
     // Polls name no buffer, so teardown cannot corrupt memory; cancel anyway
     // to report a clean end.
-    let end = r.cancel_all(|_, _, _| Ok(()));
+    let end = r.cancel_all(b.core.n, |_, _, _| Ok(()));
     result.and(end)
 }
 
@@ -244,11 +253,13 @@ impl Drop for Stage {
 struct UringRead {
     ring: Ring,
     stage: Stage,
+    /// Pipes, each with at most one read (user_data = pipe index).
+    n: usize,
 }
 
 impl Drop for UringRead {
     fn drop(&mut self) {
-        if self.ring.inflight > 0 && self.ring.cancel_all(|_, _, _| Ok(())).is_err() {
+        if self.ring.inflight > 0 && self.ring.cancel_all(self.n, |_, _, _| Ok(())).is_err() {
             // Could not confirm that the kernel is done with the buffers.
             self.stage.leaked = true;
         }
@@ -289,6 +300,7 @@ pub(crate) fn run_uring_read(b: &mut Bench, fault: Fault) -> Result<()> {
     let mut u = UringRead {
         ring: Ring::new(b.core.n)?,
         stage: Stage::new(b.core.n, b.core.size),
+        n: b.core.n,
     };
     for i in 0..b.core.n {
         let e = read_entry(&u.stage, b.core.pipes.r[i], i, 0);
@@ -326,7 +338,8 @@ pub(crate) fn run_uring_read(b: &mut Bench, fault: Fault) -> Result<()> {
     // Cancel the reads still posted. A cancelled read that nevertheless got
     // data is accounted for, so verification sees any stray token.
     let mut late: Vec<(usize, i32)> = Vec::new();
-    u.ring.cancel_all(|ud, res, _| {
+    let n = u.n;
+    u.ring.cancel_all(n, |ud, res, _| {
         if res > 0 {
             late.push((ud as usize, res));
         } else if res < 0 && res != -libc::ECANCELED {
