@@ -33,6 +33,22 @@ pub fn fmt_unix(secs: i64) -> String {
     httpdate::fmt_http_date(t)
 }
 
+thread_local! {
+    static LAST: RefCell<(i64, std::rc::Rc<str>)> = RefCell::new((i64::MIN, std::rc::Rc::from("")));
+}
+
+/// [`fmt_unix`], remembering the last value formatted on this thread
+/// (files written together share their mtime's second).
+pub fn fmt_unix_cached(secs: i64) -> std::rc::Rc<str> {
+    LAST.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            *c = (secs, std::rc::Rc::from(fmt_unix(secs)));
+        }
+        c.1.clone()
+    })
+}
+
 /// Parses an HTTP date (any of the three RFC 9110 formats) to Unix seconds.
 pub fn parse(value: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(value).ok()?;

@@ -1,6 +1,7 @@
 //! Deciding the response: status, header block, and which bytes of the
 //! file follow it.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use crate::date;
@@ -151,7 +152,7 @@ pub fn etag(meta: &FileMeta) -> String {
 /// The response for a regular file.
 pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ctx) -> Response {
     let tag = etag(meta);
-    let last_modified = date::fmt_unix(meta.mtime_sec);
+    let last_modified = date::fmt_unix_cached(meta.mtime_sec);
 
     // RFC 9110 §13.2.2: the order in which preconditions are evaluated.
     if let Some(v) = &req.if_match {
@@ -227,14 +228,47 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
 }
 
 /// `Content-Type` from the extension; text types carry `charset=utf-8`.
-pub fn content_type(rel_path: &[u8]) -> String {
+/// The common web types come from a static table; others from mime_guess.
+pub fn content_type(rel_path: &[u8]) -> Cow<'static, str> {
     let name = rel_path.rsplit(|&b| b == b'/').next().unwrap_or(b"");
     let ext = match name.iter().rposition(|&b| b == b'.') {
-        Some(i) if i > 0 => std::str::from_utf8(&name[i + 1..]).unwrap_or(""),
-        _ => "",
+        Some(i) if i > 0 => &name[i + 1..],
+        _ => return Cow::Borrowed("application/octet-stream"),
     };
-    let Some(mime) = mime_guess::from_ext(ext).first() else {
-        return "application/octet-stream".to_string();
+    const COMMON: &[(&str, &str)] = &[
+        ("html", "text/html; charset=utf-8"),
+        ("htm", "text/html; charset=utf-8"),
+        ("css", "text/css; charset=utf-8"),
+        ("js", "text/javascript; charset=utf-8"),
+        ("json", "application/json; charset=utf-8"),
+        ("txt", "text/plain; charset=utf-8"),
+        ("svg", "image/svg+xml; charset=utf-8"),
+        ("xml", "text/xml; charset=utf-8"),
+        ("png", "image/png"),
+        ("jpg", "image/jpeg"),
+        ("jpeg", "image/jpeg"),
+        ("gif", "image/gif"),
+        ("webp", "image/webp"),
+        ("ico", "image/x-icon"),
+        ("woff2", "font/woff2"),
+        ("mp4", "video/mp4"),
+        ("webm", "video/webm"),
+        ("pdf", "application/pdf"),
+        ("zip", "application/zip"),
+        ("gz", "application/gzip"),
+        ("iso", "application/x-iso9660-image"),
+        ("deb", "application/vnd.debian.binary-package"),
+    ];
+    for (e, t) in COMMON {
+        if ext.eq_ignore_ascii_case(e.as_bytes()) {
+            return Cow::Borrowed(t);
+        }
+    }
+    let Some(mime) = std::str::from_utf8(ext)
+        .ok()
+        .and_then(|e| mime_guess::from_ext(e).first())
+    else {
+        return Cow::Borrowed("application/octet-stream");
     };
     let textual = mime.type_() == mime_guess::mime::TEXT
         || matches!(
@@ -242,9 +276,9 @@ pub fn content_type(rel_path: &[u8]) -> String {
             "application/javascript" | "application/json" | "application/xml" | "image/svg+xml"
         );
     if textual {
-        format!("{}; charset=utf-8", mime.essence_str())
+        Cow::Owned(format!("{}; charset=utf-8", mime.essence_str()))
     } else {
-        mime.essence_str().to_string()
+        Cow::Owned(mime.essence_str().to_string())
     }
 }
 
@@ -393,6 +427,9 @@ mod tests {
     #[test]
     fn content_types() {
         assert_eq!(content_type(b"a/index.html"), "text/html; charset=utf-8");
+        assert_eq!(content_type(b"a/INDEX.HTM"), "text/html; charset=utf-8");
+        assert_eq!(content_type(b"a/x.md"), "text/markdown; charset=utf-8");
+        assert_eq!(content_type(b"a/x.wasm"), "application/wasm");
         assert_eq!(content_type(b"x.css"), "text/css; charset=utf-8");
         assert_eq!(content_type(b"v.mp4"), "video/mp4");
         assert_eq!(content_type(b"blob"), "application/octet-stream");

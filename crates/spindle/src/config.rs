@@ -20,8 +20,8 @@ pub const DEFAULT_HEADER_TIMEOUT_SECS: f64 = 20.0;
 pub const DEFAULT_SEND_TIMEOUT_SECS: f64 = 60.0;
 pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 10.0;
 /// Open-file cache entries per worker (see `filecache`).
-pub const DEFAULT_OPEN_FILE_CACHE: usize = 1000;
-pub const DEFAULT_OPEN_FILE_CACHE_VALID_SECS: f64 = 1.0;
+pub const DEFAULT_OPEN_FILE_CACHE: usize = 10_000;
+pub const DEFAULT_OPEN_FILE_CACHE_VALID_SECS: f64 = 10.0;
 /// Largest accepted `--open-file-cache`.
 pub const MAX_OPEN_FILE_CACHE: usize = 1 << 20;
 /// Smallest and largest accepted `--chunk-size`.
@@ -109,7 +109,7 @@ pub struct Cli {
     /// Serve files and directories whose names start with a dot
     #[arg(long)]
     pub dotfiles: bool,
-    /// Open descriptors of hot files kept per worker; 0 disables [default: 1000]
+    /// Open descriptors of hot files kept per worker; 0 disables [default: 10000, bounded by the fd limit]
     #[arg(long, value_name = "N")]
     pub open_file_cache: Option<usize>,
     /// Seconds a cached descriptor is trusted to still be what its path names [default: 1]

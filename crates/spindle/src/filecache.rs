@@ -6,14 +6,18 @@
 //!
 //! Metadata is *not* cached: every request still `fstat`s the descriptor,
 //! so a file rewritten in place gets a fresh `Content-Length`, `ETag` and
-//! `Last-Modified` at once. What the cache can delay, by at most the
-//! validity period, is noticing that a *path* now names another file
-//! (a rename over it, a deletion, a symlink swap); until then the old file
-//! keeps being served whole and consistent, as with nginx.
+//! `Last-Modified` at once, and a file that was deleted or renamed over
+//! (the usual way to deploy) shows a link count of 0, which drops the entry
+//! at once (see the drivers). What the cache can delay, by at most the
+//! validity period, is noticing that a path now names another file while
+//! the old one is still linked elsewhere (a symlink swapped, a directory
+//! renamed); until then the old file keeps being served whole and
+//! consistent, as with nginx's `open_file_cache_valid`.
 //!
-//! Single-threaded by design (one cache per worker), bounded in entries.
+//! Single-threaded by design (one cache per worker), bounded in entries,
+//! evicted first-in first-out in O(1).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -21,11 +25,16 @@ use std::time::{Duration, Instant};
 struct Entry {
     fd: Rc<OwnedFd>,
     opened: Instant,
+    gen: u64,
 }
 
 /// Open descriptors of regular files, by path relative to the root.
 pub struct OpenFileCache {
     map: HashMap<Box<[u8]>, Entry>,
+    /// Insertion order, for eviction; an item whose generation no longer
+    /// matches its map entry is stale and skipped.
+    order: VecDeque<(Box<[u8]>, u64)>,
+    next_gen: u64,
     max: usize,
     valid: Duration,
 }
@@ -35,6 +44,8 @@ impl OpenFileCache {
     pub fn new(max: usize, valid: Duration) -> OpenFileCache {
         OpenFileCache {
             map: HashMap::with_capacity(max.min(4096)),
+            order: VecDeque::with_capacity(max.min(4096)),
+            next_gen: 0,
             max,
             valid,
         }
@@ -56,20 +67,31 @@ impl OpenFileCache {
         if self.max == 0 {
             return;
         }
-        if self.map.len() >= self.max {
-            let valid = self.valid;
-            self.map.retain(|_, e| now.duration_since(e.opened) < valid);
-            if self.map.len() >= self.max {
-                // Still full of live entries: drop an arbitrary half. A
-                // connection still sending from one keeps its own Rc.
-                let mut n = 0;
-                self.map.retain(|_, _| {
-                    n += 1;
-                    n % 2 == 0
-                });
+        while self.map.len() >= self.max || self.order.len() >= 2 * self.max {
+            let Some((key, gen)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
+                self.map.remove(&key);
             }
         }
-        self.map.insert(path.into(), Entry { fd, opened: now });
+        self.next_gen += 1;
+        let gen = self.next_gen;
+        let key: Box<[u8]> = path.into();
+        self.order.push_back((key.clone(), gen));
+        self.map.insert(
+            key,
+            Entry {
+                fd,
+                opened: now,
+                gen,
+            },
+        );
+    }
+
+    /// Forgets `path` (its file was deleted or replaced).
+    pub fn remove(&mut self, path: &[u8]) {
+        self.map.remove(path);
     }
 
     pub fn len(&self) -> usize {

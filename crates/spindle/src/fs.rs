@@ -101,6 +101,13 @@ pub fn inspect_opened(fd: RawFd) -> io::Result<FileMeta> {
 
 /// `fstat` of an open file, as the core wants it.
 pub fn file_meta(fd: RawFd) -> io::Result<FileMeta> {
+    file_meta_nlink(fd).map(|(m, _)| m)
+}
+
+/// [`file_meta`] and the link count: 0 once the file has been deleted or
+/// renamed over, which tells a cached descriptor is no longer what its
+/// path names.
+pub fn file_meta_nlink(fd: RawFd) -> io::Result<(FileMeta, u64)> {
     // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a live, writable stat buffer for the duration of the call.
@@ -112,13 +119,14 @@ pub fn file_meta(fd: RawFd) -> io::Result<FileMeta> {
         libc::S_IFDIR => FileKind::Directory,
         _ => FileKind::Other,
     };
-    Ok(FileMeta {
+    let meta = FileMeta {
         size: st.st_size as u64,
         mtime_sec: st.st_mtime,
         mtime_nsec: st.st_mtime_nsec as u32,
         ino: st.st_ino,
         kind,
-    })
+    };
+    Ok((meta, st.st_nlink))
 }
 
 /// Whether every page of `[offset, offset + len)` of `fd` is in the page

@@ -26,8 +26,8 @@
 //! completion; the worker returns only when no operation is in flight.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -628,10 +628,22 @@ impl Worker {
                 self.arm_recv(slot);
             }
             Step::Open(req) => {
-                if let Some(file) = self.files.get(req.path.as_bytes(), now) {
-                    // A cached descriptor: fresh metadata, no open.
-                    let result = fs::file_meta(file.as_raw_fd())
-                        .map_err(|e| OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO)));
+                let cached = self.files.get(req.path.as_bytes(), now).and_then(|file| {
+                    // A cached descriptor: fresh metadata, no open; unless
+                    // its file was deleted or renamed over meanwhile.
+                    match fs::file_meta_nlink(file.as_raw_fd()) {
+                        Ok((_, 0)) => {
+                            self.files.remove(req.path.as_bytes());
+                            None
+                        }
+                        Ok((meta, _)) => Some((file, Ok(meta))),
+                        Err(e) => Some((
+                            file,
+                            Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                        )),
+                    }
+                });
+                if let Some((file, result)) = cached {
                     let c = self.conn(slot);
                     let resp = c.session.opened(&cfg, &req, result);
                     if resp.file.is_some() {
@@ -749,7 +761,8 @@ impl Worker {
                 Ok(meta) => {
                     let fd = Rc::new(fd);
                     if meta.kind == FileKind::Regular {
-                        self.files.insert(pending.req.path.as_bytes(), fd.clone(), now);
+                        self.files
+                            .insert(pending.req.path.as_bytes(), fd.clone(), now);
                     }
                     file = Some(fd);
                     Ok(meta)
