@@ -886,11 +886,10 @@ impl<M: Mover> Worker<M> {
             left,
             body_sent: 0,
         });
-        // Pipelined bytes already in the socket: take them now, the session
-        // keeps them until this response is done.
-        if self.read_ahead(who) {
-            self.pump(who);
-        }
+        // Input that is already waiting is left in the socket until this
+        // response is done (or until the next edge, for a long response):
+        // trying to read it now would mostly cost an EAGAIN per request.
+        self.pump(who);
     }
 
     fn pump(&mut self, who: Ticket) {
