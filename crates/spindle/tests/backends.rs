@@ -607,3 +607,87 @@ fn aio_shm_buffers_have_no_name_and_go_away() {
         assert_eq!(shm_names(), before, "spindle left files in /dev/shm");
     }
 }
+
+/// A ramfs mount, unmounted on drop.
+struct RamFs {
+    dir: PathBuf,
+}
+
+impl RamFs {
+    /// `None` when this process may not mount (not root).
+    fn mount() -> Option<RamFs> {
+        let dir = std::env::temp_dir().join(format!("spindle-ramfs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let target = c(dir.to_str().unwrap());
+        // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+        let rc = unsafe {
+            libc::mount(
+                c("none").as_ptr(),
+                target.as_ptr(),
+                c("ramfs").as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(RamFs { dir })
+    }
+}
+
+impl Drop for RamFs {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.dir.to_str().unwrap()).unwrap();
+        // SAFETY: umount2(2) of the mount made in `mount`.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[test]
+fn aio_falls_back_to_buffered_reads_where_o_direct_is_refused() {
+    if !backends().iter().any(|b| b == "linux-aio-sendfile") {
+        return;
+    }
+    let Some(ram) = RamFs::mount() else {
+        eprintln!("note: skipped: cannot mount ramfs here (needs root)");
+        return;
+    };
+    // ramfs refuses O_DIRECT (EINVAL). Its pages never leave memory, so
+    // only the holes of a sparse file make the server read (and so try
+    // O_DIRECT) instead of sending straight from the page cache.
+    let path = ram.dir.join("sparse");
+    let f = std::fs::File::create(&path).unwrap();
+    let size = (3 << 20) + 777;
+    f.set_len(size).unwrap();
+    let mut want = vec![0u8; size as usize];
+    for off in [0u64, 700_000, 2_000_001] {
+        let data = random_bytes(5000, off);
+        std::os::unix::fs::FileExt::write_all_at(&f, &data, off).unwrap();
+        want[off as usize..off as usize + 5000].copy_from_slice(&data);
+    }
+    drop(f);
+    let srv = Server::start(
+        "linux-aio-sendfile",
+        &ram.dir,
+        &["--workers", "2", "--chunk-size", "64k"],
+    );
+    for _ in 0..3 {
+        let r = get(&srv, "/sparse");
+        assert!(r.body == want, "sparse file on ramfs differs");
+        let r = fetch(&srv, "/sparse", Some("699999-2100000"));
+        assert!(
+            r.body[..] == want[699_999..2_100_001],
+            "range of the sparse file differs"
+        );
+    }
+    let err = srv.stderr();
+    assert_eq!(
+        err.matches("refuses O_DIRECT").count(),
+        1,
+        "the fallback must be logged exactly once:\n{err}"
+    );
+}
