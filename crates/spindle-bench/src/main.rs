@@ -1,4 +1,19 @@
-//! `spindle-bench`: a thin dispatcher over the benchmark crates.
+//! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`) and a
+//! thin dispatcher over the other benchmark crates (`pipetest`, `naio`, `slowdisk`).
+//!
+//! The binary also carries the server and the load generator as hidden subcommands
+//! (`__spindle` runs `spindle`, `__load` runs `spindle-load`), so the harness needs no
+//! other binary of the workspace and measures the build it was built with.
+
+mod cold;
+mod common;
+mod data;
+mod hot;
+mod idle;
+mod large;
+mod report;
+mod servers;
+mod sys;
 
 use clap::{Parser, Subcommand};
 
@@ -17,14 +32,36 @@ enum Command {
     Naio(naio::Args),
     /// A FUSE mirror of a directory whose reads are delayed by a seek-bound disk model.
     Slowdisk(slowdisk::Args),
+    /// Create (or verify) the seeds' data sets: small, large, huge, tiny.
+    Mkfiles(data::MkfilesArgs),
+    /// The lighttpd 1.5 experiment: 100 KiB files, cold, in a memory cgroup (seed 004).
+    Cold(cold::ColdArgs),
+    /// The large-file posts: 10 MB files with a chunk-size sweep, and the 700 MB siege table (seeds 000, 001).
+    Large(large::LargeArgs),
+    /// Everything cached: req/s and server CPU per 10k requests, 100 KiB and 1 KiB.
+    Hot(hot::HotArgs),
+    /// Throughput and server RSS as idle keep-alive connections grow.
+    Idle(idle::IdleArgs),
 }
 
 fn main() {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.len() >= 2 && argv[1] == "__spindle" {
+        std::process::exit(servers::spindle_main(&argv[2..]));
+    }
+    if argv.len() >= 2 && argv[1] == "__load" {
+        std::process::exit(servers::load_main(&argv[2..]));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Pipetest(a) => pipetest::run(a),
         Command::Naio(a) => naio::run(a),
         Command::Slowdisk(a) => slowdisk::run(a),
+        Command::Mkfiles(a) => data::run(a),
+        Command::Cold(a) => cold::run(a),
+        Command::Large(a) => large::run(a),
+        Command::Hot(a) => hot::run(a),
+        Command::Idle(a) => idle::run(a),
     };
     if let Err(e) = result {
         eprintln!("spindle-bench: error: {e:#}");

@@ -1,0 +1,370 @@
+//! What the experiments share: flags, machine description, the load generator run,
+//! CPU pinning, progress and medians.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::servers::{Server, ServerSetup};
+use crate::sys;
+
+pub const DEFAULT_SERVERS: &str = "spindle-io-uring,spindle-linux-sendfile,spindle-posix-aio,spindle-linux-aio-sendfile,nginx-sendfile,nginx-aio-threads,lighttpd";
+
+/// Flags every experiment takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Where reports go (JSON, Markdown, SVG).
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Where the data sets live (made by `mkfiles` if missing).
+    #[arg(long, default_value = "/var/tmp/spindle-bench-data")]
+    pub data: PathBuf,
+    /// Servers to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_SERVERS)]
+    pub servers: Vec<String>,
+    /// Interleaved rounds (A B C, A B C, ...).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Server the ratios are taken against (default: spindle-linux-sendfile if present, else the first).
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Server worker processes/threads (the same for every server).
+    #[arg(long, default_value_t = 1)]
+    pub workers: u32,
+    /// Small scale, one round, a few seconds per server: a smoke test of the harness.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+impl CommonArgs {
+    pub fn rounds(&self) -> u32 {
+        if self.quick {
+            1
+        } else {
+            self.rounds.clamp(1, 100)
+        }
+    }
+
+    /// The servers that can run here, and notes for those skipped.
+    pub fn servers(&self) -> Result<(Vec<(Server, String)>, Vec<String>)> {
+        let mut ok = Vec::new();
+        let mut notes = Vec::new();
+        for name in &self.servers {
+            let s = Server::parse(name.trim())?;
+            match s.version() {
+                Ok(v) => ok.push((s, v)),
+                Err(why) => notes.push(format!("{} skipped: {why}", s.name())),
+            }
+        }
+        if ok.is_empty() {
+            bail!(
+                "none of the requested servers can run here: {}",
+                notes.join("; ")
+            );
+        }
+        Ok((ok, notes))
+    }
+
+    pub fn baseline(&self, servers: &[(Server, String)]) -> String {
+        if let Some(b) = &self.baseline {
+            return b.clone();
+        }
+        if servers
+            .iter()
+            .any(|(s, _)| s.name() == "spindle-linux-sendfile")
+        {
+            return "spindle-linux-sendfile".into();
+        }
+        servers[0].0.name()
+    }
+}
+
+/// CPUs for the server and for the load generator: different cores when there are 2+.
+pub fn pinning(workers: u32) -> (Option<String>, Option<String>) {
+    let n = sys::cpus();
+    if n < 2 {
+        return (None, None);
+    }
+    let server_cpus = (workers as usize).clamp(1, n - 1);
+    let server = if server_cpus == 1 {
+        "0".to_string()
+    } else {
+        format!("0-{}", server_cpus - 1)
+    };
+    (Some(server), Some((n - 1).to_string()))
+}
+
+pub fn setup(root: &Path, workers: u32) -> ServerSetup {
+    ServerSetup {
+        root: root.to_path_buf(),
+        workers,
+        cpus: pinning(workers).0,
+        cgroup_procs: None,
+        spindle_flags: Vec::new(),
+    }
+}
+
+/// The machine a report was measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpu_model: String,
+    pub cpus: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub data_device: String,
+    pub disk_model: String,
+    pub rotational: Option<bool>,
+    pub cgroup_limit: Option<String>,
+    pub load_average_start: String,
+    pub load_average_end: String,
+    pub versions: BTreeMap<String, String>,
+    pub date_utc: String,
+}
+
+impl Machine {
+    pub fn probe(data: &Path) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let mem = sys::meminfo().get("MemTotal").copied().unwrap_or(0);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let dev = sys::block_device_of(data).unwrap_or_else(|| "unknown".into());
+        let model = std::fs::read_to_string(format!("/sys/block/{dev}/device/model"))
+            .map(|s| s.trim().to_string())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .or_else(|| {
+                let out = Command::new("lsblk")
+                    .args(["-dno", "MODEL", &format!("/dev/{dev}")])
+                    .output()
+                    .ok()?;
+                let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                (!s.is_empty()).then_some(s)
+            })
+            .unwrap_or_else(|| {
+                if dev.starts_with("vd") {
+                    "virtio block device (no model reported)".into()
+                } else {
+                    "unknown (no model reported)".into()
+                }
+            });
+        let rotational = std::fs::read_to_string(format!("/sys/block/{dev}/queue/rotational"))
+            .ok()
+            .map(|s| s.trim() == "1");
+        let mut versions = BTreeMap::new();
+        versions.insert("kernel".into(), kernel.clone());
+        for (name, args) in [("fio", vec!["--version"])] {
+            if let Some(p) = crate::servers::which(name) {
+                if let Ok(o) = Command::new(p).args(&args).output() {
+                    versions.insert(
+                        name.into(),
+                        String::from_utf8_lossy(&o.stdout).trim().to_string(),
+                    );
+                }
+            }
+        }
+        Machine {
+            cpu_model,
+            cpus: sys::cpus(),
+            memory_gib: mem as f64 / 1024.0 / 1024.0,
+            kernel,
+            data_device: dev,
+            disk_model: model,
+            rotational,
+            cgroup_limit: None,
+            load_average_start: loadavg(),
+            load_average_end: String::new(),
+            versions,
+            date_utc: utc_now(),
+        }
+    }
+
+    pub fn finish(&mut self) {
+        self.load_average_end = loadavg();
+    }
+}
+
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn utc_now() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M:%S UTC"])
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// How a load run ends.
+#[derive(Debug, Clone, Copy)]
+pub enum End {
+    Fetches(u64),
+    Seconds(f64),
+}
+
+/// One run of the load generator.
+#[derive(Debug, Clone)]
+pub struct Load {
+    pub urls: PathBuf,
+    pub parallel: u64,
+    pub end: End,
+    pub keepalive: bool,
+    pub idle: u64,
+    pub timeout_secs: u64,
+}
+
+/// Writes a URL file for `paths` (relative to the server root) on `port`.
+pub fn write_urls(file: &Path, port: u16, paths: &[String]) -> Result<()> {
+    let mut s = String::with_capacity(paths.len() * 40);
+    for p in paths {
+        s.push_str(&format!("http://127.0.0.1:{port}/{p}\n"));
+    }
+    std::fs::write(file, s).with_context(|| format!("writing {}", file.display()))
+}
+
+/// Runs the load generator (this binary's `__load`, pinned away from the server) and
+/// returns its JSON summary.
+pub fn run_load(load: &Load, workdir: &Path, tag: &str) -> Result<Value> {
+    let exe = std::env::current_exe()?;
+    let json = workdir.join(format!("load-{tag}.json"));
+    let _ = std::fs::remove_file(&json);
+    let mut argv: Vec<String> = Vec::new();
+    if let Some(cpu) = pinning(1).1 {
+        if crate::servers::which("taskset").is_some() {
+            argv.extend(["taskset".into(), "-c".into(), cpu]);
+        }
+    }
+    argv.push(exe.display().to_string());
+    argv.push("__load".into());
+    argv.extend(["-parallel".into(), load.parallel.to_string()]);
+    match load.end {
+        End::Fetches(n) => argv.extend(["-fetches".into(), n.to_string()]),
+        End::Seconds(s) => argv.extend(["-seconds".into(), format!("{s}")]),
+    }
+    argv.extend(["-timeout".into(), load.timeout_secs.to_string()]);
+    if load.keepalive {
+        argv.push("--keepalive".into());
+    }
+    if load.idle > 0 {
+        argv.extend(["--idle".into(), load.idle.to_string()]);
+    }
+    argv.extend([
+        "--no-progress".into(),
+        "--json".into(),
+        json.display().to_string(),
+        load.urls.display().to_string(),
+    ]);
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .context("running the load generator")?;
+    if !out.status.success() {
+        bail!(
+            "load generator failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text =
+        std::fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?;
+    serde_json::from_str(&text).context("parsing the load generator's JSON")
+}
+
+/// The load generator's numbers, as a flat sample.
+pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let f = |p: &str| v.pointer(p).and_then(Value::as_f64);
+    let mut put = |k: &str, x: Option<f64>| {
+        if let Some(x) = x {
+            m.insert(k.to_string(), x);
+        }
+    };
+    put("fetches", f("/fetches"));
+    put("seconds", f("/seconds"));
+    put("fetches_per_sec", f("/fetches_per_sec"));
+    put("mb_per_sec", f("/bytes_per_sec").map(|b| b / 1e6));
+    put("connect_ms_mean", f("/connect_ms/mean"));
+    put("connect_ms_max", f("/connect_ms/max"));
+    put("first_ms_mean", f("/first_response_ms/mean"));
+    put("first_ms_max", f("/first_response_ms/max"));
+    put("fetch_ms_p50", f("/fetch_ms/p50"));
+    put("fetch_ms_p99", f("/fetch_ms/p99"));
+    put("fetch_ms_max", f("/fetch_ms/max"));
+    let ok = f("/codes/200").unwrap_or(0.0);
+    let all = f("/fetches").unwrap_or(0.0);
+    put("non_200", Some(all - ok));
+    put("errors", f("/errors"));
+    put("timeouts", f("/timeouts"));
+    put("idle_held_at_end", f("/idle/held_at_end"));
+    m
+}
+
+/// Median, min and max of the values of `key` over samples.
+pub fn stats(samples: &[BTreeMap<String, f64>], key: &str) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = samples.iter().filter_map(|s| s.get(key).copied()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let med = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some((med, v[0], v[n - 1]))
+}
+
+/// A progress bar on a terminal; plain lines otherwise.
+pub struct Progress {
+    bar: indicatif::ProgressBar,
+}
+
+impl Progress {
+    pub fn new(total: u64, what: &str) -> Progress {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(what.to_string());
+        Progress { bar }
+    }
+    pub fn start(&self, msg: String) {
+        self.bar.set_message(msg);
+    }
+    pub fn done(&self, line: String) {
+        self.bar.suspend(|| eprintln!("{line}"));
+        self.bar.inc(1);
+    }
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A per-run scratch directory under the output directory.
+pub fn workdir(out: &Path, name: &str) -> Result<PathBuf> {
+    let d = out.join(format!(".work-{name}"));
+    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    Ok(d)
+}

@@ -1,0 +1,204 @@
+//! `hot`: everything cached. Requests per second and the server's CPU seconds per
+//! 10,000 requests, for 100 KiB and 1 KiB files, with keep-alive and with a connection
+//! per fetch.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::common::{self, CommonArgs, End, Load, Machine, Progress};
+use crate::data::{self, DataSet, SetKind};
+use crate::report::{col, Column, Report};
+use crate::servers::Running;
+
+/// Files of the 100 KiB set served hot (1 GB: fits in memory).
+const HOT_SMALL_FILES: usize = 10_000;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct HotArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Seconds of load per measurement.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Concurrent fetches.
+    #[arg(long, default_value_t = 100)]
+    pub parallel: u64,
+}
+
+pub const COLUMNS: [Column; 6] = [
+    col("req_per_sec", "req/s", 0),
+    col("cpu_s_per_10k", "server CPU s / 10k req", 3),
+    col("fetch_ms_p50", "p50 ms", 2),
+    col("fetch_ms_p99", "p99 ms", 2),
+    col("mb_per_sec", "MB/s", 1),
+    col("non_200", "non-200", 0),
+];
+
+fn read_all(set: &DataSet, files: &[String]) {
+    for f in files {
+        let _ = std::fs::read(set.dir.join(f));
+    }
+}
+
+pub fn run(a: HotArgs) -> Result<()> {
+    let c = &a.common;
+    let scale = if c.quick { 0.002 } else { 0.1 };
+    let small = data::ensure(&c.data, SetKind::Small, scale, true)?;
+    let tiny = data::ensure(
+        &c.data,
+        SetKind::Tiny,
+        if c.quick { 0.2 } else { 1.0 },
+        true,
+    )?;
+    let seconds = if c.quick {
+        a.seconds.min(0.5)
+    } else {
+        a.seconds
+    };
+    let (servers, notes) = c.servers()?;
+    let baseline = c.baseline(&servers);
+    let mut machine = Machine::probe(&c.data);
+    for (s, v) in &servers {
+        machine.versions.insert(s.name(), v.clone());
+    }
+    let rel = |set: &DataSet, n: usize| -> Vec<String> {
+        let prefix = set
+            .dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        set.files
+            .iter()
+            .take(n)
+            .map(|f| format!("{prefix}/{f}"))
+            .collect()
+    };
+    let sets = [
+        ("100 KiB", rel(&small, HOT_SMALL_FILES), &small),
+        ("1 KiB", rel(&tiny, usize::MAX), &tiny),
+    ];
+    for (_, _, set) in &sets {
+        read_all(
+            set,
+            &set.files
+                .iter()
+                .take(HOT_SMALL_FILES)
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    let mut report = Report::new(
+        "hot",
+        "hot: everything cached",
+        machine,
+        json!({"seconds": seconds, "parallel": a.parallel, "workers": c.workers,
+               "files_100k": sets[0].1.len(), "files_1k": sets[1].1.len(), "rounds": c.rounds()}),
+    );
+    report.baseline = baseline;
+    report.primary = "req_per_sec".into();
+    report.notes = notes;
+    report.notes.push(format!(
+        "server pinned to CPU {}, load generator to CPU {}; server CPU = utime+stime of every process and thread in the server's process group (/proc/PID/stat)",
+        common::pinning(c.workers).0.unwrap_or_else(|| "any".into()),
+        common::pinning(c.workers).1.unwrap_or_else(|| "any".into())
+    ));
+    let work = common::workdir(&c.out, "hot")?;
+    let total = c.rounds() as u64 * servers.len() as u64 * 4;
+    let progress = Progress::new(total, "hot");
+    for round in 0..c.rounds() {
+        for (server, _) in &servers {
+            let name = server.name();
+            let setup = common::setup(&c.data, c.workers);
+            let mut running = match Running::start(server, &setup) {
+                Ok(r) => r,
+                Err(e) => {
+                    for (label, _, _) in &sets {
+                        for mode in ["keep-alive", "connection per fetch"] {
+                            report.add(
+                                &format!("{label}, {mode}"),
+                                &name,
+                                Err(anyhow::anyhow!("{e:#}")),
+                            );
+                            progress.done(format!(
+                                "round {} {name}: failed to start: {e:#}",
+                                round + 1
+                            ));
+                        }
+                    }
+                    continue;
+                }
+            };
+            for (label, paths, _) in &sets {
+                let urls = work.join(format!("urls-{}", label.replace(' ', "")));
+                common::write_urls(&urls, running.port, paths)?;
+                for keepalive in [true, false] {
+                    let mode = if keepalive {
+                        "keep-alive"
+                    } else {
+                        "connection per fetch"
+                    };
+                    let group = format!("{label}, {mode}");
+                    progress.start(format!("round {} {group} {name}", round + 1));
+                    let sample = measure(&running, &urls, keepalive, seconds, a.parallel, &work);
+                    let line = match &sample {
+                        Ok(m) => format!(
+                            "round {} {group:<28} {name:<28} {:>9.0} req/s {:>7.3} CPU s/10k",
+                            round + 1,
+                            m.get("req_per_sec").unwrap_or(&0.0),
+                            m.get("cpu_s_per_10k").unwrap_or(&0.0)
+                        ),
+                        Err(e) => format!("round {} {group} {name}: {e:#}", round + 1),
+                    };
+                    report.add(&group, &name, sample);
+                    progress.done(line);
+                }
+            }
+            running.stop()?;
+        }
+    }
+    progress.finish();
+    report.machine.finish();
+    let files = report.write(&c.out, "hot", &COLUMNS, "requests per second")?;
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+fn measure(
+    running: &Running,
+    urls: &std::path::Path,
+    keepalive: bool,
+    seconds: f64,
+    parallel: u64,
+    work: &std::path::Path,
+) -> Result<BTreeMap<String, f64>> {
+    let mut load = Load {
+        urls: urls.to_path_buf(),
+        parallel,
+        end: End::Seconds((seconds / 5.0).clamp(0.2, 2.0)),
+        keepalive,
+        idle: 0,
+        timeout_secs: 30,
+    };
+    // Warm-up: open-file caches, TCP.
+    common::run_load(&load, work, "warmup")?;
+    load.end = End::Seconds(seconds);
+    let c0 = running.cpu_seconds();
+    let v = common::run_load(&load, work, "hot")?;
+    let c1 = running.cpu_seconds();
+    let mut m = common::load_metrics(&v);
+    let fetches = m.get("fetches").copied().unwrap_or(0.0);
+    m.insert(
+        "req_per_sec".into(),
+        m.get("fetches_per_sec").copied().unwrap_or(0.0),
+    );
+    m.insert("server_cpu_s".into(), c1 - c0);
+    if fetches > 0.0 {
+        m.insert("cpu_s_per_10k".into(), (c1 - c0) / fetches * 10_000.0);
+    }
+    Ok(m)
+}

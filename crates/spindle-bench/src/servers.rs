@@ -1,0 +1,401 @@
+//! The servers under test: every spindle backend, nginx (sendfile, aio threads) and
+//! lighttpd, each started with a generated config on loopback and stopped after; and
+//! the hidden `__spindle` / `__load` entry points.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+
+use crate::sys;
+
+/// How long a server may take to accept connections after it was started.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a server may take to exit after SIGTERM before it gets SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// nginx `open_file_cache max=`: below the fd limit we give it (`worker_rlimit_nofile`).
+const NGINX_OPEN_FILE_CACHE: u32 = 20_000;
+/// File descriptors per server process (nginx `worker_rlimit_nofile`, lighttpd `max-fds`).
+const SERVER_NOFILE: u32 = 65_536;
+/// Connections a peer server accepts (nginx `worker_connections`, lighttpd `max-connections`).
+const SERVER_CONNECTIONS: u32 = 16_384;
+
+pub const SPINDLE_BACKENDS: [&str; 4] = [
+    "io-uring",
+    "linux-sendfile",
+    "posix-aio",
+    "linux-aio-sendfile",
+];
+
+/// `spindle-bench __spindle ARGS`: the spindle server, in this binary.
+pub fn spindle_main(args: &[OsString]) -> i32 {
+    let mut all = vec![OsString::from("spindle")];
+    all.extend_from_slice(args);
+    let cli = match spindle::config::Cli::try_parse_from(all) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return 2;
+        }
+    };
+    match spindle::config::Config::from_cli(cli).and_then(spindle::server::run) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("spindle: error: {e}");
+            1
+        }
+    }
+}
+
+/// `spindle-bench __load ARGS`: spindle-load, in this binary (report on stdout, JSON with --json).
+pub fn load_main(args: &[OsString]) -> i32 {
+    use spindle_load::cli::{self, Command as LoadCommand};
+    use spindle_load::run::{run, RunError};
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let cfg = match cli::parse(&args) {
+        Ok(LoadCommand::Run(cfg)) => cfg,
+        Ok(_) => return 0,
+        Err(e) => {
+            eprintln!("spindle-load: {e}");
+            return 2;
+        }
+    };
+    let summary = match run(&cfg) {
+        Ok(s) => s,
+        Err(RunError::Input(e)) => {
+            eprintln!("spindle-load: {e}");
+            return 2;
+        }
+        Err(RunError::Fatal(e)) => {
+            eprintln!("spindle-load: {e}");
+            return 1;
+        }
+    };
+    print!("{}", spindle_load::report::http_load_report(&summary));
+    if let Some(path) = &cfg.json {
+        let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("spindle-load: cannot write {}: {e}", path.display());
+            return 1;
+        }
+    }
+    0
+}
+
+/// One server under test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Server {
+    Spindle(String),
+    NginxSendfile,
+    NginxAioThreads,
+    Lighttpd,
+}
+
+impl Server {
+    pub fn parse(name: &str) -> Result<Server> {
+        if let Some(b) = name.strip_prefix("spindle-") {
+            if SPINDLE_BACKENDS.contains(&b) {
+                return Ok(Server::Spindle(b.to_string()));
+            }
+        }
+        match name {
+            "nginx-sendfile" => Ok(Server::NginxSendfile),
+            "nginx-aio-threads" => Ok(Server::NginxAioThreads),
+            "lighttpd" => Ok(Server::Lighttpd),
+            _ => bail!(
+                "unknown server {name:?}: expected spindle-{{{}}}, nginx-sendfile, nginx-aio-threads or lighttpd",
+                SPINDLE_BACKENDS.join("|")
+            ),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Server::Spindle(b) => format!("spindle-{b}"),
+            Server::NginxSendfile => "nginx-sendfile".into(),
+            Server::NginxAioThreads => "nginx-aio-threads".into(),
+            Server::Lighttpd => "lighttpd".into(),
+        }
+    }
+
+    fn program(&self) -> Option<&'static str> {
+        match self {
+            Server::Spindle(_) => None,
+            Server::NginxSendfile | Server::NginxAioThreads => Some("nginx"),
+            Server::Lighttpd => Some("lighttpd"),
+        }
+    }
+
+    /// The installed version, or why the server cannot run here.
+    pub fn version(&self) -> std::result::Result<String, String> {
+        match self.program() {
+            None => Ok(format!("spindle {}", env!("CARGO_PKG_VERSION"))),
+            Some(p) => {
+                let Some(path) = which(p) else {
+                    return Err(format!(
+                        "{p} is not installed (apt-get install {})",
+                        if p == "nginx" {
+                            "nginx-light or nginx"
+                        } else {
+                            p
+                        }
+                    ));
+                };
+                let out = Command::new(&path)
+                    .arg("-v")
+                    .output()
+                    .map_err(|e| format!("{p} -v: {e}"))?;
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                Ok(text
+                    .lines()
+                    .next()
+                    .unwrap_or(p)
+                    .trim()
+                    .trim_start_matches("nginx version: ")
+                    .to_string())
+            }
+        }
+    }
+}
+
+/// Looks a program up in PATH (and the sbin directories, where nginx and lighttpd live).
+pub fn which(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"])
+        .map(|d| Path::new(d).join(prog))
+        .find(|p| p.is_file());
+    found
+}
+
+/// How to run a server.
+#[derive(Debug, Clone)]
+pub struct ServerSetup {
+    pub root: PathBuf,
+    pub workers: u32,
+    /// CPU list for `taskset -c` (None: no pinning).
+    pub cpus: Option<String>,
+    /// Memory cgroup `cgroup.procs` file to start the server in.
+    pub cgroup_procs: Option<PathBuf>,
+    /// Extra flags for spindle (e.g. `--chunk-size 1m`).
+    pub spindle_flags: Vec<String>,
+}
+
+/// A running server, stopped on drop.
+pub struct Running {
+    child: Option<Child>,
+    pub pgid: u32,
+    pub port: u16,
+    pub name: String,
+    tmp: PathBuf,
+}
+
+impl Running {
+    pub fn start(server: &Server, setup: &ServerSetup) -> Result<Running> {
+        let port = sys::free_port()?;
+        let tmp = std::env::temp_dir().join(format!(
+            "spindle-bench-{}-{}-{port}",
+            server.name(),
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let root = setup.root.display();
+        let w = setup.workers.max(1);
+        let mut argv: Vec<String> = match server {
+            Server::Spindle(backend) => {
+                let exe = std::env::current_exe().context("finding spindle-bench's own path")?;
+                let mut a = vec![
+                    exe.display().to_string(),
+                    "__spindle".into(),
+                    "--backend".into(),
+                    backend.clone(),
+                    "--workers".into(),
+                    w.to_string(),
+                    "--listen".into(),
+                    format!("127.0.0.1:{port}"),
+                ];
+                a.extend(setup.spindle_flags.iter().cloned());
+                a.push(setup.root.display().to_string());
+                a
+            }
+            Server::NginxSendfile | Server::NginxAioThreads => {
+                let aio = if *server == Server::NginxAioThreads {
+                    "  aio threads;\n"
+                } else {
+                    ""
+                };
+                let t = tmp.display();
+                let conf = format!(
+                    "worker_processes {w};\ndaemon off;\nmaster_process on;\nuser root;\n\
+worker_rlimit_nofile {SERVER_NOFILE};\npid {t}/nginx.pid;\nerror_log {t}/error.log;\n\
+events {{ worker_connections {SERVER_CONNECTIONS}; }}\n\
+http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n{aio}\
+  keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
+  open_file_cache max={NGINX_OPEN_FILE_CACHE} inactive=60s;\n  open_file_cache_valid 60s;\n\
+  client_body_temp_path {t}/body;\n  proxy_temp_path {t}/proxy;\n  fastcgi_temp_path {t}/fastcgi;\n\
+  uwsgi_temp_path {t}/uwsgi;\n  scgi_temp_path {t}/scgi;\n\
+  server {{ listen 127.0.0.1:{port} backlog=4096; root {root}; }}\n}}\n"
+                );
+                let path = tmp.join("nginx.conf");
+                std::fs::write(&path, conf)?;
+                vec![
+                    which("nginx")
+                        .ok_or_else(|| anyhow!("nginx is not installed"))?
+                        .display()
+                        .to_string(),
+                    "-c".into(),
+                    path.display().to_string(),
+                    "-p".into(),
+                    tmp.display().to_string(),
+                    "-e".into(),
+                    tmp.join("error.log").display().to_string(),
+                ]
+            }
+            Server::Lighttpd => {
+                let conf = format!(
+                    "server.document-root = \"{root}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
+server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {SERVER_NOFILE}\n\
+server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserver.max-read-idle = 300\n",
+                    tmp.display()
+                );
+                let path = tmp.join("lighttpd.conf");
+                std::fs::write(&path, conf)?;
+                vec![
+                    which("lighttpd")
+                        .ok_or_else(|| anyhow!("lighttpd is not installed"))?
+                        .display()
+                        .to_string(),
+                    "-D".into(),
+                    "-f".into(),
+                    path.display().to_string(),
+                ]
+            }
+        };
+        if let Some(cpus) = &setup.cpus {
+            if which("taskset").is_some() {
+                let mut a = vec!["taskset".to_string(), "-c".into(), cpus.clone()];
+                a.append(&mut argv);
+                argv = a;
+            }
+        }
+        let mut cmd = if let Some(procs) = &setup.cgroup_procs {
+            // Join the cgroup before exec, so every process and thread the server
+            // makes is charged to it.
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c")
+                .arg("echo $$ > \"$0\" && exec \"$@\"")
+                .arg(procs)
+                .args(&argv);
+            c
+        } else {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(tmp.join("stderr.log"))?);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", server.name()))?;
+        let pgid = child.id();
+        let mut r = Running {
+            child: Some(child),
+            pgid,
+            port,
+            name: server.name(),
+            tmp,
+        };
+        r.wait_ready()?;
+        Ok(r)
+    }
+
+    fn wait_ready(&mut self) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Some(st) = c.try_wait()? {
+                    self.child = None;
+                    bail!(
+                        "{} exited at start ({st}): {}",
+                        self.name,
+                        self.stderr_tail()
+                    );
+                }
+            }
+            if std::net::TcpStream::connect_timeout(
+                &([127, 0, 0, 1], self.port).into(),
+                Duration::from_millis(200),
+            )
+            .is_ok()
+            {
+                return Ok(());
+            }
+            if start.elapsed() > START_TIMEOUT {
+                bail!(
+                    "{} did not listen within {START_TIMEOUT:?}: {}",
+                    self.name,
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    fn stderr_tail(&self) -> String {
+        let s = std::fs::read_to_string(self.tmp.join("stderr.log")).unwrap_or_default();
+        let e = std::fs::read_to_string(self.tmp.join("error.log")).unwrap_or_default();
+        let all = format!("{s}{e}");
+        let lines: Vec<&str> = all.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+
+    pub fn cpu_seconds(&self) -> f64 {
+        sys::group_cpu_seconds(self.pgid)
+    }
+
+    pub fn rss_kib(&self) -> u64 {
+        sys::group_rss_kib(self.pgid)
+    }
+
+    /// SIGTERM to the group, wait, SIGKILL after STOP_TIMEOUT.
+    pub fn stop(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        sys::kill_group(self.pgid, libc::SIGTERM);
+        let start = Instant::now();
+        loop {
+            if child.try_wait()?.is_some() && sys::group_pids(self.pgid).is_empty() {
+                break;
+            }
+            if start.elapsed() > STOP_TIMEOUT {
+                sys::kill_group(self.pgid, libc::SIGKILL);
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        Ok(())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
