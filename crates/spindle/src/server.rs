@@ -191,9 +191,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
     flag.store(true, Ordering::Release);
     for e in eventfds {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
-        unsafe { libc::write(e.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        backend::signal_eventfd(e.as_raw_fd());
     }
 }
 

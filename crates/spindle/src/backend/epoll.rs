@@ -28,13 +28,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use spindle_core::accesslog;
 use spindle_core::response::{FileKind, FileMeta};
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
-use super::WorkerContext;
+use super::{unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK};
 use crate::filecache::OpenFileCache;
 use crate::fs::{self, Root};
 use crate::net;
@@ -47,17 +47,6 @@ pub const RECV_BUF_SIZE: usize = 16 * 1024;
 pub const READ_TURN_BYTES: usize = 64 * 1024;
 /// Connections accepted per listener per turn.
 pub const ACCEPT_BATCH: usize = 64;
-/// How often connection timers are checked.
-pub const TICK: Duration = Duration::from_millis(250);
-/// How long a closing connection keeps reading (and discarding) what the
-/// peer still sends, so that the kernel does not answer it with a RST that
-/// could destroy the response before the peer has read it.
-pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
-/// The most a lingering close reads before giving up.
-pub const LINGER_MAX_BYTES: usize = 256 * 1024;
-/// Pause before accepting again after EMFILE/ENFILE, so a full descriptor
-/// table cannot make the loop spin.
-pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// Largest single `sendfile(2)` call.
 pub const MAX_SENDFILE: u64 = 1 << 30;
 
@@ -337,11 +326,6 @@ pub fn drain_eventfd(fd: RawFd) -> u64 {
 }
 
 /// Adds one to an eventfd's counter.
-pub fn signal_eventfd(fd: RawFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64.
-    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
-}
 
 // ----- the worker -------------------------------------------------------------
 
@@ -1097,10 +1081,4 @@ enum Recv {
     Nothing,
     /// The connection failed and was dropped.
     Gone,
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }

@@ -16,6 +16,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use spindle_core::SessionConfig;
 
@@ -28,6 +29,32 @@ pub mod linux_aio;
 pub mod posix_aio;
 pub mod sendfile;
 pub mod uring;
+
+/// How often connection timers are checked.
+pub const TICK: Duration = Duration::from_millis(250);
+/// How long a closing connection keeps reading (and discarding) what the
+/// peer still sends, so that the kernel does not answer it with a RST that
+/// could destroy the response before the peer has read it.
+pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most a lingering close reads before giving up.
+pub const LINGER_MAX_BYTES: usize = 256 * 1024;
+/// Pause before accepting again after EMFILE/ENFILE, so a full descriptor
+/// table cannot make the loop spin.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The wall clock in Unix seconds, for access-log lines.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Makes an eventfd readable (adds 1 to its counter).
+pub fn signal_eventfd(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd the caller owns.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
 
 /// Everything a worker needs.
 pub struct WorkerContext {

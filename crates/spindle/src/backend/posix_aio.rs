@@ -96,7 +96,7 @@ impl Reply {
         // The worker reads the eventfd before it takes the queue, so one
         // signal per empty-to-non-empty transition cannot be lost.
         if was_empty {
-            epoll::signal_eventfd(self.efd.as_raw_fd());
+            super::signal_eventfd(self.efd.as_raw_fd());
         }
     }
 }

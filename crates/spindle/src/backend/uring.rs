@@ -28,14 +28,14 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use spindle_core::accesslog;
 use spindle_core::response::FileKind;
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
-use super::WorkerContext;
+use super::{unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK};
 use crate::filecache::OpenFileCache;
 use crate::fs;
 use crate::net;
@@ -48,17 +48,6 @@ pub const RECV_BUF_SIZE: usize = 4096;
 pub const RECV_BUF_COUNT: u16 = 1024;
 /// Bytes reserved in front of each chunk buffer for the response head.
 pub const HEAD_RESERVE: usize = 4096;
-/// How often connection timers are checked.
-pub const TICK: Duration = Duration::from_millis(250);
-/// How long a closing connection keeps reading (and discarding) what the
-/// peer still sends, so that the kernel does not answer it with a RST that
-/// could destroy the response before the peer has read it.
-pub const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
-/// The most a lingering close reads before giving up.
-pub const LINGER_MAX_BYTES: usize = 256 * 1024;
-/// Pause before accepting again after EMFILE/ENFILE, so a full descriptor
-/// table cannot make the loop spin.
-pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Bodies at least this large go out by `sendfile(2)` when their pages are
 /// cached (by `cachestat(2)`); smaller ones are copied with one `READ` into
@@ -1227,10 +1216,4 @@ impl Drop for Worker {
         // refers to it after unregister_buf_ring.
         unsafe { std::alloc::dealloc(self.br_entries.cast(), self.br_layout) };
     }
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
