@@ -10,7 +10,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::netns::Net;
 use crate::source::{Source, MAX_MSG, MIN_MSG};
@@ -25,7 +25,19 @@ pub const WATCHDOG_GRACE: Duration = Duration::from_secs(60);
 pub const WATCHDOG_UNLIMITED: Duration = Duration::from_secs(3600);
 
 /// How the receiver reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RecvMode {
     /// Blocking `recv`, one thread per socket.
@@ -39,7 +51,19 @@ pub enum RecvMode {
 }
 
 /// How the sender writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SendMode {
     /// Blocking `send` from memory, one thread per socket.
@@ -120,7 +144,7 @@ pub struct RunConfig {
 }
 
 /// What one run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
     pub recv: RecvMode,
     pub send: SendMode,

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use bench::{run_one, RecvMode, RunConfig, RunResult, SendMode};
 pub use netns::{Net, NetnsPair};
@@ -42,7 +42,7 @@ pub const MAX_RUNS: usize = 5000;
 pub const MAX_REPEATS: usize = 50;
 
 /// Which runs to make.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Plan {
     /// Every --recv mode against every --send mode, at every --size and --sockets.
@@ -105,6 +105,10 @@ pub struct Args {
     /// Directory for results.json, results.csv, results.md and the SVG plots.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Make no runs: rebuild results.md, results.csv and the plots from
+    /// DIR/results.json (written by an earlier run), into --out (default DIR).
+    #[arg(long, value_name = "DIR")]
+    pub replot: Option<PathBuf>,
 }
 
 fn parse_size_u64(s: &str) -> Result<u64, String> {
@@ -132,12 +136,20 @@ fn parse_size(s: &str) -> Result<usize, String> {
     usize::try_from(n).map_err(|_| format!("`{s}` is too large"))
 }
 
+/// Which part of the pairing a group compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Varies {
+    Recv,
+    Send,
+    Both,
+}
+
 /// A set of pairings shown together in tables and plots.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Group {
     name: String,
-    /// Which part of the pairing the group compares ("recv", "send", "both").
-    varies: &'static str,
+    varies: Varies,
     pairings: Vec<(RecvMode, SendMode)>,
 }
 
@@ -145,7 +157,7 @@ fn groups(a: &Args) -> Vec<Group> {
     match a.plan {
         Plan::Cross => vec![Group {
             name: "cross".into(),
-            varies: "both",
+            varies: Varies::Both,
             pairings: a
                 .recv
                 .iter()
@@ -155,12 +167,12 @@ fn groups(a: &Args) -> Vec<Group> {
         Plan::Sweeps => vec![
             Group {
                 name: "recv-sweep".into(),
-                varies: "recv",
+                varies: Varies::Recv,
                 pairings: a.recv.iter().map(|&r| (r, a.sweep_send)).collect(),
             },
             Group {
                 name: "send-sweep".into(),
-                varies: "send",
+                varies: Varies::Send,
                 pairings: a.send.iter().map(|&s| (a.sweep_recv, s)).collect(),
             },
         ],
@@ -211,6 +223,9 @@ fn validate(a: &Args) -> anyhow::Result<()> {
 
 /// Runs `spindle-bench naio`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(dir) = &args.replot {
+        return replot(dir, &args);
+    }
     validate(&args)?;
     let groups = groups(&args);
     // Runs compared with each other are adjacent: sockets, then size, then
@@ -366,6 +381,8 @@ struct Median {
     mbps_max: f64,
     send_cpu_per_gb: f64,
     recv_cpu_per_gb: f64,
+    /// Median over runs of (sender + receiver) CPU s/GB.
+    total_cpu_per_gb: f64,
     capped_runs: usize,
     zc_copied_fraction: Option<f64>,
 }
@@ -403,6 +420,7 @@ fn medians(results: &[(usize, RunResult)]) -> BTreeMap<Key, Median> {
                 mbps_max: rs.iter().map(|r| r.mbps).fold(0.0, f64::max),
                 send_cpu_per_gb: f(|r| r.send_cpu_per_gb),
                 recv_cpu_per_gb: f(|r| r.recv_cpu_per_gb),
+                total_cpu_per_gb: f(|r| r.send_cpu_per_gb + r.recv_cpu_per_gb),
                 capped_runs: rs.iter().filter(|r| r.capped).count(),
                 zc_copied_fraction: (notifs > 0).then(|| copied as f64 / notifs as f64),
             };
@@ -413,17 +431,17 @@ fn medians(results: &[(usize, RunResult)]) -> BTreeMap<Key, Median> {
 
 fn label(g: &Group, r: RecvMode, s: SendMode) -> String {
     match g.varies {
-        "recv" => r.name().to_string(),
-        "send" => s.name().to_string(),
-        _ => format!("{} <- {}", r.name(), s.name()),
+        Varies::Recv => r.name().to_string(),
+        Varies::Send => s.name().to_string(),
+        Varies::Both => format!("{} <- {}", r.name(), s.name()),
     }
 }
 
 fn describe(g: &Group, a: &Args) -> String {
     match g.varies {
-        "recv" => format!("receive modes, sender `{}`", a.sweep_send.name()),
-        "send" => format!("send modes, receiver `{}`", a.sweep_recv.name()),
-        _ => "receiver <- sender".to_string(),
+        Varies::Recv => format!("receive modes, sender `{}`", a.sweep_send.name()),
+        Varies::Send => format!("send modes, receiver `{}`", a.sweep_recv.name()),
+        Varies::Both => "receiver <- sender".to_string(),
     }
 }
 
@@ -447,29 +465,34 @@ fn tables(groups: &[Group], a: &Args, med: &BTreeMap<Key, Median>) -> String {
                     "size {}: MB/s, then CPU seconds per GB moved by each side\n",
                     plot::size_label(size)
                 );
-                let _ = writeln!(s, "| receiver <- sender | MB/s | send s/GB | recv s/GB |");
-                let _ = writeln!(s, "|---|---:|---:|---:|");
+                let _ = writeln!(
+                    s,
+                    "| receiver <- sender | MB/s | send s/GB | recv s/GB | both s/GB |"
+                );
+                let _ = writeln!(s, "|---|---:|---:|---:|---:|");
                 for &(r, sm) in &g.pairings {
                     if let Some(m) = med.get(&(r, sm, size, n)) {
                         let _ = writeln!(
                             s,
-                            "| {} <- {} | {:.0}{} | {:.3} | {:.3} |",
+                            "| {} <- {} | {:.0}{} | {:.3} | {:.3} | {:.3} |",
                             r.name(),
                             sm.name(),
                             m.mbps,
                             if m.capped_runs > 0 { "*" } else { "" },
                             m.send_cpu_per_gb,
-                            m.recv_cpu_per_gb
+                            m.recv_cpu_per_gb,
+                            m.total_cpu_per_gb
                         );
                     }
                 }
                 continue;
             }
             type Metric = (&'static str, fn(&Median) -> f64);
-            let metrics: [Metric; 3] = [
+            let metrics: [Metric; 4] = [
                 ("MB/s", |m| m.mbps),
                 ("sender CPU s/GB", |m| m.send_cpu_per_gb),
                 ("receiver CPU s/GB", |m| m.recv_cpu_per_gb),
+                ("both sides CPU s/GB", |m| m.total_cpu_per_gb),
             ];
             for (title, f) in metrics {
                 let _ = writeln!(s, "{title}\n");
@@ -535,6 +558,68 @@ struct Report<'a> {
     groups: &'a [Group],
     medians: Vec<&'a Median>,
     runs: Vec<RunRow<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ReportIn {
+    plan: Plan,
+    bytes: u64,
+    time_limit_s: f64,
+    repeats: usize,
+    netns: bool,
+    checksum_cpu_s_per_gb: f64,
+    file: PathBuf,
+    groups: Vec<Group>,
+    runs: Vec<RunRowIn>,
+}
+
+#[derive(Deserialize)]
+struct RunRowIn {
+    round: usize,
+    #[serde(flatten)]
+    r: RunResult,
+}
+
+fn replot(dir: &Path, args: &Args) -> anyhow::Result<()> {
+    let p = dir.join("results.json");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+    let rep: ReportIn =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let results: Vec<(usize, RunResult)> = rep.runs.into_iter().map(|x| (x.round, x.r)).collect();
+    let mut a = args.clone();
+    a.plan = rep.plan;
+    a.bytes = rep.bytes;
+    a.time_limit = rep.time_limit_s;
+    a.repeats = rep.repeats;
+    a.netns = rep.netns;
+    a.file = rep.file;
+    a.size = results.iter().map(|(_, r)| r.size).collect();
+    a.size.sort_unstable();
+    a.size.dedup();
+    a.sockets = results.iter().map(|(_, r)| r.sockets).collect();
+    a.sockets.sort_unstable();
+    a.sockets.dedup();
+    for g in &rep.groups {
+        match (g.varies, g.pairings.first()) {
+            (Varies::Recv, Some(&(_, s))) => a.sweep_send = s,
+            (Varies::Send, Some(&(r, _))) => a.sweep_recv = r,
+            _ => {}
+        }
+    }
+    let med = medians(&results);
+    let md = tables(&rep.groups, &a, &med);
+    println!("{md}");
+    let out = args.out.clone().unwrap_or_else(|| dir.to_path_buf());
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    write_outputs(
+        &out,
+        &a,
+        &rep.groups,
+        &results,
+        &med,
+        &md,
+        rep.checksum_cpu_s_per_gb,
+    )
 }
 
 #[derive(Serialize)]
@@ -642,20 +727,30 @@ fn write_outputs(
             plot::chart(
                 &out.join(format!("{stem}-mbps.svg")),
                 &format!("Throughput: {title}"),
-                "MB/s (10^6 bytes/s)",
+                "MB/s (10^6 bytes/s), log scale",
                 &line(|m| m.mbps),
+                plot::Legend::UpperLeft,
             )?;
             plot::chart(
                 &out.join(format!("{stem}-cpu-send.svg")),
                 &format!("Sender CPU: {title}"),
-                "sender CPU seconds per GB",
+                "sender CPU seconds per GB, log scale",
                 &line(|m| m.send_cpu_per_gb),
+                plot::Legend::UpperRight,
             )?;
             plot::chart(
                 &out.join(format!("{stem}-cpu-recv.svg")),
                 &format!("Receiver CPU: {title}"),
-                "receiver CPU seconds per GB",
+                "receiver CPU seconds per GB, log scale",
                 &line(|m| m.recv_cpu_per_gb),
+                plot::Legend::UpperRight,
+            )?;
+            plot::chart(
+                &out.join(format!("{stem}-cpu-total.svg")),
+                &format!("Sender + receiver CPU: {title}"),
+                "CPU seconds per GB, log scale, both sides",
+                &line(|m| m.total_cpu_per_gb),
+                plot::Legend::UpperRight,
             )?;
         }
     }

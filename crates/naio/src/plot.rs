@@ -33,8 +33,33 @@ pub fn size_label(n: usize) -> String {
     }
 }
 
-/// Draws `lines` into the SVG file `path`.
-pub fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> anyhow::Result<()> {
+/// Where the legend goes: where the lines are not.
+#[derive(Clone, Copy, Debug)]
+pub enum Legend {
+    UpperLeft,
+    UpperRight,
+}
+
+fn y_label(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else if v >= 0.1 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Draws `lines` into the SVG file `path`, with log scales on both axes.
+pub fn chart(
+    path: &Path,
+    title: &str,
+    y_label_text: &str,
+    lines: &[Line],
+    legend: Legend,
+) -> anyhow::Result<()> {
     let xs: Vec<f64> = lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| (p.0 as f64).log2()))
@@ -45,13 +70,18 @@ pub fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> anyhow:
     if xs.is_empty() {
         return Ok(());
     }
-    let ymax = lines
+    let ys: Vec<f64> = lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| p.1))
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max)
-        * 1.1;
-    let ymax = if ymax > 0.0 { ymax } else { 1.0 };
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let ymax = ys.iter().copied().fold(0.0f64, f64::max);
+    let ymin = ys.iter().copied().fold(f64::MAX, f64::min);
+    let (ymin, ymax) = if ys.is_empty() {
+        (0.1, 1.0)
+    } else {
+        (ymin / 1.5, ymax * 1.5)
+    };
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).context("drawing")?;
     let mut c = ChartBuilder::on(&root)
@@ -59,11 +89,13 @@ pub fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> anyhow:
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d((xmin - 0.3)..(xmax + 0.3), 0.0..ymax)
+        .build_cartesian_2d((xmin - 0.3)..(xmax + 0.3), (ymin..ymax).log_scale())
         .context("building the chart")?;
     c.configure_mesh()
         .x_desc("message size (bytes)")
-        .y_desc(y_label)
+        .y_desc(y_label_text)
+        .light_line_style(WHITE)
+        .y_label_formatter(&|v| y_label(*v))
         .x_labels(((xmax - xmin) as usize + 1).min(24))
         .x_label_formatter(&|x| {
             let r = x.round();
@@ -80,7 +112,7 @@ pub fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> anyhow:
         let pts: Vec<(f64, f64)> = l
             .points
             .iter()
-            .filter(|p| p.1.is_finite())
+            .filter(|p| p.1.is_finite() && p.1 > 0.0)
             .map(|&(s, v)| ((s as f64).log2(), v))
             .collect();
         c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
@@ -95,7 +127,10 @@ pub fn chart(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> anyhow:
     c.configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(match legend {
+            Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
+            Legend::UpperRight => SeriesLabelPosition::UpperRight,
+        })
         .draw()
         .context("drawing the legend")?;
     root.present().context("writing the SVG")?;

@@ -893,6 +893,9 @@ mod tests {
         unsafe { std::ptr::write_bytes(shm.addr(0), 0x5A, PAGE) };
         let mut got = vec![0u8; PAGE];
         rx.read_exact(&mut got).unwrap();
-        assert!(got == first, "bytes queued by sendfile changed after the slot was reused");
+        assert!(
+            got == first,
+            "bytes queued by sendfile changed after the slot was reused"
+        );
     }
 }

@@ -15,11 +15,30 @@ const BYTES: u64 = 4 << 20;
 /// Far above what a few MiB need; the run's watchdog adds a minute to it.
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 
+/// A directory on a file system with O_DIRECT (linux-aio-sendfile fails on
+/// tmpfs): the target dir's tmp, else /var/tmp.
+fn disk_dir() -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let probe = target.join(format!("naio-odirect-probe-{}", std::process::id()));
+    let ok = std::fs::write(&probe, [0u8; 4096]).is_ok()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&probe)
+            .is_ok();
+    let _ = std::fs::remove_file(&probe);
+    if ok {
+        target
+    } else {
+        PathBuf::from("/var/tmp")
+    }
+}
+
 fn source() -> &'static Source {
     static S: OnceLock<Source> = OnceLock::new();
     S.get_or_init(|| {
-        // On the target dir's disk: O_DIRECT (linux-aio-sendfile) fails on tmpfs.
-        let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("naio-test-source.bin");
+        let p = disk_dir().join("naio-test-source.bin");
         Source::open_or_create(&p, FILE_LEN).expect("source file")
     })
 }
@@ -181,7 +200,7 @@ fn cli(extra: &[&str]) -> Result<naio::Args, clap::Error> {
 #[test]
 fn command_line_writes_tables_and_plots() {
     let dir = tempfile::tempdir().unwrap();
-    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("naio-cli-source.bin");
+    let file = disk_dir().join("naio-cli-source.bin");
     let out = dir.path().join("out");
     let a = cli(&[
         "--plan",
@@ -222,7 +241,7 @@ fn command_line_writes_tables_and_plots() {
         "send-sweep-1sock",
         "send-sweep-2sock",
     ] {
-        for kind in ["mbps", "cpu-send", "cpu-recv"] {
+        for kind in ["mbps", "cpu-send", "cpu-recv", "cpu-total"] {
             let p = out.join(format!("{stem}-{kind}.svg"));
             let svg = std::fs::read_to_string(&p).unwrap_or_else(|_| panic!("missing {p:?}"));
             assert!(svg.contains("<svg") && svg.contains("polyline"), "{p:?}");
@@ -230,6 +249,20 @@ fn command_line_writes_tables_and_plots() {
     }
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(md.contains("| uring-send-zc |"), "{md}");
+
+    // --replot rebuilds the same tables from results.json without running.
+    let again = dir.path().join("again");
+    let a = cli(&[
+        "--replot",
+        out.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ])
+    .unwrap();
+    naio::run(a).unwrap();
+    let md2 = std::fs::read_to_string(again.join("results.md")).unwrap();
+    assert_eq!(md, md2);
+    assert!(again.join("send-sweep-2sock-cpu-total.svg").exists());
 }
 
 #[test]
