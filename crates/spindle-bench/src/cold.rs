@@ -96,7 +96,7 @@ pub fn parse_bytes(s: &str) -> Result<u64> {
     let n: f64 = num
         .parse()
         .with_context(|| format!("bad size {s:?}: expected a number with optional k, m or g"))?;
-    if !(n > 0.0) {
+    if n.is_nan() || n <= 0.0 {
         bail!("bad size {s:?}: must be positive");
     }
     Ok((n * mul as f64) as u64)
@@ -326,6 +326,9 @@ pub fn run(a: ColdArgs) -> Result<()> {
         bail!("cold needs root: it drops the page cache, makes a memory cgroup and (with --disk emulated) mounts FUSE");
     }
     let scale = a.scale.unwrap_or(if c.quick { 0.002 } else { 1.0 });
+    data::validate_scale(scale)?;
+    let cgroup_mem = a.cgroup_mem.as_deref().map(parse_bytes).transpose()?;
+    let (servers, notes) = c.servers()?;
     let set = data::ensure(&c.data, SetKind::Small, scale, true)?;
     let (fetches, seconds) = if c.quick {
         (a.fetches.min(200), a.seconds.map(|s| s.min(2.0)))
@@ -337,17 +340,13 @@ pub fn run(a: ColdArgs) -> Result<()> {
     } else {
         a.fio_seconds
     };
-    let (servers, notes) = c.servers()?;
     let baseline = c.baseline(&servers);
     let mut machine = Machine::probe(&set.dir);
     for (s, v) in &servers {
         machine.versions.insert(s.name(), v.clone());
     }
     let total = set.files.len() as u64 * set.file_size;
-    let limit = match &a.cgroup_mem {
-        Some(s) => parse_bytes(s)?,
-        None => (total / 10).max(MIN_CGROUP_BYTES),
-    };
+    let limit = cgroup_mem.unwrap_or((total / 10).max(MIN_CGROUP_BYTES));
     let cgroup = if a.no_cgroup {
         None
     } else {

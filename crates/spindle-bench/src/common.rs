@@ -14,6 +14,9 @@ use crate::sys;
 
 pub const DEFAULT_SERVERS: &str = "spindle-io-uring,spindle-linux-sendfile,spindle-posix-aio,spindle-linux-aio-sendfile,nginx-sendfile,nginx-aio-threads,lighttpd";
 
+/// The servers that can run (with their versions), and notes on those skipped.
+pub type ServerList = (Vec<(Server, String)>, Vec<String>);
+
 /// Flags every experiment takes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
@@ -50,7 +53,7 @@ impl CommonArgs {
     }
 
     /// The servers that can run here, and notes for those skipped.
-    pub fn servers(&self) -> Result<(Vec<(Server, String)>, Vec<String>)> {
+    pub fn servers(&self) -> Result<ServerList> {
         let mut ok = Vec::new();
         let mut notes = Vec::new();
         for name in &self.servers {

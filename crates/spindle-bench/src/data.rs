@@ -82,16 +82,9 @@ pub struct Manifest {
 /// A data set on disk.
 #[derive(Debug, Clone)]
 pub struct DataSet {
-    pub kind: SetKind,
     pub dir: PathBuf,
     pub files: Vec<String>,
     pub file_size: u64,
-}
-
-impl DataSet {
-    pub fn total_bytes(&self) -> u64 {
-        self.files.len() as u64 * self.file_size
-    }
 }
 
 pub fn validate_scale(scale: f64) -> Result<()> {
@@ -300,7 +293,6 @@ pub fn ensure(data: &Path, kind: SetKind, scale: f64, verbose: bool) -> Result<D
         );
     }
     Ok(DataSet {
-        kind,
         dir,
         files,
         file_size: size,

@@ -44,6 +44,7 @@ fn read_all(set: &DataSet, files: &[String]) {
 
 pub fn run(a: HotArgs) -> Result<()> {
     let c = &a.common;
+    let (servers, notes) = c.servers()?;
     let scale = if c.quick { 0.002 } else { 0.1 };
     let small = data::ensure(&c.data, SetKind::Small, scale, true)?;
     let tiny = data::ensure(
@@ -57,7 +58,6 @@ pub fn run(a: HotArgs) -> Result<()> {
     } else {
         a.seconds
     };
-    let (servers, notes) = c.servers()?;
     let baseline = c.baseline(&servers);
     let mut machine = Machine::probe(&c.data);
     for (s, v) in &servers {

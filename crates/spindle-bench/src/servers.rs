@@ -367,10 +367,6 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
         sys::group_cpu_seconds(self.pgid)
     }
 
-    pub fn rss_kib(&self) -> u64 {
-        sys::group_rss_kib(self.pgid)
-    }
-
     /// SIGTERM to the group, wait, SIGKILL after STOP_TIMEOUT.
     pub fn stop(&mut self) -> Result<()> {
         let Some(mut child) = self.child.take() else {
