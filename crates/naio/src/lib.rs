@@ -33,8 +33,9 @@ pub use bench::{run_one, RecvMode, RunConfig, RunResult, SendMode};
 pub use netns::{Net, NetnsPair};
 pub use source::Source;
 
-/// Default location of the source file: on a real disk (`O_DIRECT` does
-/// not work on tmpfs, so not /tmp or /dev/shm).
+/// Default location of the source file: on a real disk, so that the
+/// linux-aio-sendfile sender's `O_DIRECT` reads reach the disk as in the
+/// seed (tmpfs refuses `O_DIRECT` before Linux 6.6, and has no disk).
 pub const DEFAULT_FILE: &str = "/var/tmp/naio-source.bin";
 /// Most runs one invocation may plan.
 pub const MAX_RUNS: usize = 5000;
@@ -264,7 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.send.contains(&SendMode::LinuxAioSendfile) {
         sys::open_direct(&source.path).with_context(|| {
             format!(
-                "linux-aio-sendfile needs O_DIRECT on {} (tmpfs does not support it; use --file on a real disk)",
+                "linux-aio-sendfile needs O_DIRECT on {} (tmpfs before Linux 6.6 refuses it; use --file on a real disk)",
                 source.path.display()
             )
         })?;

@@ -1,5 +1,6 @@
 //! The bytes that move: one source file of random content on a real disk
-//! (`O_DIRECT` does not work on tmpfs), read once into memory. Socket `k`
+//! (the AIO sender reads it with `O_DIRECT`, which tmpfs refuses before
+//! Linux 6.6 and which on tmpfs reaches no disk anyway), read once into memory. Socket `k`
 //! carries the file's bytes from offset `start(k)` on, wrapping at the end
 //! of the file, so every sender (from memory, `sendfile`, splice or AIO)
 //! sends the same stream and the receiver's checksum can be checked

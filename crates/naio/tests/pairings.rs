@@ -16,7 +16,7 @@ const BYTES: u64 = 4 << 20;
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 
 /// A directory on a file system with O_DIRECT (linux-aio-sendfile fails on
-/// tmpfs): the target dir's tmp, else /var/tmp.
+/// tmpfs before Linux 6.6): the target dir's tmp, else /var/tmp.
 fn disk_dir() -> PathBuf {
     use std::os::unix::fs::OpenOptionsExt;
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
