@@ -226,6 +226,7 @@ impl MemCgroup {
             }
             (root.join(name), "memory.limit_in_bytes", 1)
         };
+        remove_stale(dir.parent().unwrap_or(Path::new("/")));
         if !dir.exists() {
             std::fs::create_dir(&dir)
                 .with_context(|| format!("creating cgroup {}", dir.display()))?;
@@ -262,6 +263,28 @@ impl Drop for MemCgroup {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Removes empty cgroups left by a harness that was killed (named `spindle-bench-*`,
+/// no process inside, and the pid in the name is not alive).
+fn remove_stale(parent: &Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("spindle-bench-") else {
+            continue;
+        };
+        let pid = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
+        let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+        let empty = std::fs::read_to_string(e.path().join("cgroup.procs"))
+            .map(|s| s.trim().is_empty())
+            .unwrap_or(false);
+        if !alive && empty {
+            let _ = std::fs::remove_dir(e.path());
+        }
     }
 }
 
