@@ -18,6 +18,11 @@ const TIME_LIMIT: Duration = Duration::from_secs(30);
 /// A directory on a file system with O_DIRECT (linux-aio-sendfile fails on
 /// tmpfs before Linux 6.6): the target dir's tmp, else /var/tmp.
 fn disk_dir() -> PathBuf {
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(probe_disk_dir).clone()
+}
+
+fn probe_disk_dir() -> PathBuf {
     use std::os::unix::fs::OpenOptionsExt;
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let probe = target.join(format!("naio-odirect-probe-{}", std::process::id()));
