@@ -553,3 +553,39 @@ fn replaced_files_are_noticed() {
         }
     }
 }
+
+#[test]
+fn deep_pipelining_is_answered_in_order() {
+    each_backend(|b, root, srv| {
+        // 2,000 requests (about 80 KB, ten times the head limit) written
+        // before a single response is read: the server must apply
+        // backpressure rather than buffer without bound, and answer every
+        // one, in order.
+        let names = ["f1", "f4095", "f0", "index.html"];
+        let mut s = srv.connect();
+        let mut reqs = Vec::new();
+        for i in 0..2000 {
+            reqs.extend_from_slice(
+                format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", names[i % 4]).as_bytes(),
+            );
+        }
+        let writer = {
+            let mut w = s.try_clone().unwrap();
+            std::thread::spawn(move || w.write_all(&reqs).unwrap())
+        };
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        for i in 0..2000 {
+            let resp =
+                read_response(&mut r, false).unwrap_or_else(|e| panic!("{b}: response {i}: {e}"));
+            assert_eq!(resp.status, 200, "{b}: response {i}");
+            assert!(
+                resp.body == root.read(names[i % 4]),
+                "{b}: response {i} out of order"
+            );
+        }
+        writer.join().unwrap();
+        s.write_all(b"GET /f1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut r, false).unwrap().body, root.read("f1"));
+    });
+}

@@ -1,8 +1,9 @@
 //! The io_uring backend (the default).
 //!
 //! One ring per worker thread, and every operation goes through it:
-//! multishot `ACCEPT` on the worker's `SO_REUSEPORT` sockets, `RECV` into a
-//! provided-buffer ring (so an idle connection holds no receive buffer),
+//! multishot `ACCEPT` on the worker's `SO_REUSEPORT` sockets, multishot
+//! `RECV` into a provided-buffer ring (so an idle connection holds no
+//! receive buffer, and a request costs no new receive SQE),
 //! `OPENAT2` beneath the root, `READ` of file chunks, `SEND`, `SHUTDOWN`,
 //! `CLOSE`, and a `TIMEOUT` tick that drives the connection timers. The
 //! worker sleeps only in `io_uring_enter`, so it never blocks on the disk:
@@ -152,7 +153,10 @@ struct Conn {
     phase: Phase,
     /// Ring operations in flight that name this slot.
     inflight: u32,
+    /// A multishot `RECV` is armed (until its final completion).
     recv_armed: bool,
+    /// ... and a cancel for it is on its way.
+    recv_cancelling: bool,
     peer_eof: bool,
     deadline: Instant,
     open: Option<Box<PendingOpen>>,
@@ -486,7 +490,10 @@ impl Worker {
                     panic!("completion {op:?} for empty slot {slot}");
                 };
                 assert_eq!(c.gen, gen, "completion for a reused slot");
-                c.inflight -= 1;
+                if !more {
+                    // Only the final completion of a multishot ends it.
+                    c.inflight -= 1;
+                }
                 match op {
                     Op::Recv => self.on_recv(slot, res, flags),
                     Op::Open => self.on_open(slot, res),
@@ -564,6 +571,7 @@ impl Worker {
             phase: Phase::Reading,
             inflight: 0,
             recv_armed: false,
+            recv_cancelling: false,
             peer_eof: false,
             deadline: self.now + self.ctx.cfg.keepalive_timeout,
             open: None,
@@ -680,31 +688,60 @@ impl Worker {
             return;
         }
         c.recv_armed = true;
+        c.recv_cancelling = false;
         let fd = c.fd;
+        // Multishot: one SQE keeps receiving until cancelled, EOF, an
+        // error, or no provided buffer is left (ENOBUFS); each completion
+        // carries one buffer, picked by the kernel only when data arrives.
         self.push_conn(
             slot,
             Op::Recv,
-            opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), RECV_BUF_SIZE as u32)
-                .buf_group(BGID)
-                .build()
-                .flags(squeue::Flags::BUFFER_SELECT),
+            opcode::RecvMulti::new(types::Fd(fd), BGID).build(),
+        );
+    }
+
+    /// Stops the multishot receive (flow control or closing).
+    fn cancel_recv(&mut self, slot: u32) {
+        let c = self.conn(slot);
+        if !c.recv_armed || c.recv_cancelling {
+            return;
+        }
+        c.recv_cancelling = true;
+        let gen = c.gen;
+        self.push(
+            opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
+            ud(Op::Cancel, NO_SLOT, 0),
         );
     }
 
     fn on_recv(&mut self, slot: u32, res: i32, flags: u32) {
+        let cfg = self.ctx.session_cfg.clone();
         let c = self.conn(slot);
-        c.recv_armed = false;
+        if !cqueue::more(flags) {
+            c.recv_armed = false;
+            c.recv_cancelling = false;
+        }
         if res > 0 {
             let bid = cqueue::buffer_select(flags).expect("recv completed without a buffer");
             let start = bid as usize * RECV_BUF_SIZE;
             let data = &self.recv_bufs[start..start + res as usize];
             let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let mut full = false;
             match c.phase {
                 Phase::Lingering => c.lingered += res as usize,
                 Phase::Closing => {}
-                _ => c.session.feed(data),
+                _ => {
+                    c.session.feed(data);
+                    full = !c.session.wants_input(&cfg);
+                }
             }
             self.provide_recv_buf(bid);
+            if full {
+                // Backpressure: a pipelining client is ahead of us by a
+                // whole head's worth of bytes; stop receiving until the
+                // session has caught up (drive() re-arms).
+                self.cancel_recv(slot);
+            }
         } else if res == 0 {
             c.peer_eof = true;
         } else if res == -libc::ENOBUFS {
@@ -728,6 +765,7 @@ impl Worker {
             Phase::Lingering => {
                 if c.peer_eof || c.lingered > LINGER_MAX_BYTES {
                     c.phase = Phase::Closing;
+                    self.cancel_recv(slot);
                     self.maybe_release(slot);
                 } else {
                     self.arm_recv(slot);
@@ -1089,14 +1127,8 @@ impl Worker {
         }
         c.phase = Phase::Closing;
         let gen = c.gen;
-        let recv_armed = c.recv_armed;
         let sending = c.inflight > 0 && c.tx.is_some();
-        if recv_armed {
-            self.push(
-                opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
-                ud(Op::Cancel, NO_SLOT, 0),
-            );
-        }
+        self.cancel_recv(slot);
         if sending {
             // A SEND (or a POLLOUT wait) for a peer that stopped reading
             // waits for socket space forever; cancel it (a no-op if none is
@@ -1170,15 +1202,8 @@ impl Worker {
                 self.abort(slot);
             } else if expired {
                 if c.phase == Phase::Lingering {
-                    let c = self.conn(slot);
-                    c.phase = Phase::Closing;
-                    if c.recv_armed {
-                        let gen = c.gen;
-                        self.push(
-                            opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
-                            ud(Op::Cancel, NO_SLOT, 0),
-                        );
-                    }
+                    self.conn(slot).phase = Phase::Closing;
+                    self.cancel_recv(slot);
                     self.maybe_release(slot);
                 } else {
                     self.abort(slot);
