@@ -18,9 +18,13 @@
 //! evicted first-in first-out in O(1).
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+use spindle_core::FileMeta;
+
+use crate::fs;
 
 struct Entry {
     fd: Rc<OwnedFd>,
@@ -62,6 +66,26 @@ impl OpenFileCache {
         None
     }
 
+    /// The cached descriptor for `path` with its fresh metadata, unless
+    /// the file was deleted or renamed over since it was opened (its link
+    /// count is 0), in which case the entry is dropped and `None` returned
+    /// so that the caller opens the path anew.
+    pub fn lookup(
+        &mut self,
+        path: &[u8],
+        now: Instant,
+    ) -> Option<(Rc<OwnedFd>, std::io::Result<FileMeta>)> {
+        let fd = self.get(path, now)?;
+        match fs::file_meta_nlink(fd.as_raw_fd()) {
+            Ok((_, 0)) => {
+                self.map.remove(path);
+                None
+            }
+            Ok((meta, _)) => Some((fd, Ok(meta))),
+            Err(e) => Some((fd, Err(e))),
+        }
+    }
+
     /// Remembers a freshly opened regular file.
     pub fn insert(&mut self, path: &[u8], fd: Rc<OwnedFd>, now: Instant) {
         if self.max == 0 {
@@ -89,9 +113,20 @@ impl OpenFileCache {
         );
     }
 
-    /// Forgets `path` (its file was deleted or replaced).
-    pub fn remove(&mut self, path: &[u8]) {
-        self.map.remove(path);
+    /// Closes about half the cached descriptors (the oldest), to give
+    /// descriptors back when the process runs out. Returns how many.
+    pub fn shed_half(&mut self) -> usize {
+        let target = self.map.len() / 2;
+        let before = self.map.len();
+        while self.map.len() > target {
+            let Some((key, gen)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
+                self.map.remove(&key);
+            }
+        }
+        before - self.map.len()
     }
 
     pub fn len(&self) -> usize {
@@ -106,7 +141,6 @@ impl OpenFileCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
 
     fn fd() -> Rc<OwnedFd> {
         Rc::new(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
@@ -125,6 +159,8 @@ mod tests {
             c.insert(&[i], fd(), t0);
             assert!(c.len() <= 4);
         }
+        assert_eq!(c.shed_half(), 2);
+        assert_eq!(c.len(), 2);
         let mut off = OpenFileCache::new(0, Duration::from_secs(1));
         off.insert(b"a", fd(), t0);
         assert!(off.get(b"a", t0).is_none());

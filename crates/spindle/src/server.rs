@@ -32,11 +32,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     }
 
     // Descriptors: raise the soft limit to the hard one (as nginx's
-    // worker_rlimit_nofile), then size the open-file cache so that full
-    // connection tables and full caches still fit.
+    // worker_rlimit_nofile), then give the open-file caches at most half of
+    // it. Connections may still run the table full; a worker that then
+    // meets EMFILE sheds half its cache before it pauses accepting.
     let nofile = raise_nofile_limit();
-    let reserve = cfg.max_connections as u64 + 64 * cfg.workers as u64 + 64;
-    let per_worker = nofile.saturating_sub(reserve) / cfg.workers as u64;
+    let per_worker = nofile / 2 / cfg.workers as u64;
     if (per_worker as usize) < cfg.open_file_cache {
         cfg.open_file_cache = per_worker as usize;
     }

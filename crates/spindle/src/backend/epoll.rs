@@ -620,6 +620,10 @@ impl<M: Mover> Worker<M> {
                 match e {
                     libc::EAGAIN => self.accept_ready[i] = false,
                     libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                        if self.files.shed_half() > 0 {
+                            // Cached descriptors were given back: go on.
+                            continue;
+                        }
                         if !self.warned_emfile {
                             eprintln!(
                                 "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
@@ -797,9 +801,9 @@ impl<M: Mover> Worker<M> {
                     }
                 }
                 Step::Open(req) => {
-                    if let Some(file) = self.files.get(req.path.as_bytes(), now) {
+                    if let Some((file, result)) = self.files.lookup(req.path.as_bytes(), now) {
                         // A cached descriptor: fresh metadata, no open.
-                        let result = fs::file_meta(file.as_raw_fd()).map_err(open_error);
+                        let result = result.map_err(open_error);
                         self.opened_file(who, &req, result.map(|m| (file, m)));
                         return;
                     }

@@ -526,6 +526,13 @@ impl Worker {
             match -res {
                 libc::ECANCELED => {}
                 libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                    if self.files.shed_half() > 0 {
+                        // Cached descriptors were given back: try again now.
+                        if !more {
+                            self.arm_accept(i);
+                        }
+                        return;
+                    }
                     if !self.warned_emfile {
                         eprintln!(
                             "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
@@ -625,22 +632,10 @@ impl Worker {
                 self.arm_recv(slot);
             }
             Step::Open(req) => {
-                let cached = self.files.get(req.path.as_bytes(), now).and_then(|file| {
-                    // A cached descriptor: fresh metadata, no open; unless
-                    // its file was deleted or renamed over meanwhile.
-                    match fs::file_meta_nlink(file.as_raw_fd()) {
-                        Ok((_, 0)) => {
-                            self.files.remove(req.path.as_bytes());
-                            None
-                        }
-                        Ok((meta, _)) => Some((file, Ok(meta))),
-                        Err(e) => Some((
-                            file,
-                            Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
-                        )),
-                    }
-                });
-                if let Some((file, result)) = cached {
+                // A cached descriptor: fresh metadata, no open.
+                if let Some((file, result)) = self.files.lookup(req.path.as_bytes(), now) {
+                    let result = result
+                        .map_err(|e| OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO)));
                     let c = self.conn(slot);
                     let resp = c.session.opened(&cfg, &req, result);
                     if resp.file.is_some() {
