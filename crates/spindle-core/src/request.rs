@@ -127,16 +127,14 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
         m => Method::Other(m.to_string()),
     };
     let target = req.path.unwrap_or("").as_bytes().to_vec();
-    let reject = |status: u16| {
+    // Only for rejections: the request line, as far as it was understood.
+    let reject = |status: u16, r: Request| {
         Parsed::Rejected(Rejection {
             status,
-            method: method.as_str().to_string(),
-            target: target.clone(),
+            method: r.method.as_str().to_string(),
+            target: r.target,
         })
     };
-    if head_len > max_header_bytes {
-        return reject(431);
-    }
     let minor_version = req.version.unwrap_or(1);
 
     let mut host_count = 0;
@@ -145,8 +143,8 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
     let mut r = Request {
-        method: method.clone(),
-        target: target.clone(),
+        method,
+        target,
         minor_version,
         keep_alive: false,
         body: BodyFraming::None,
@@ -160,6 +158,9 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
         user_agent: None,
         head_len,
     };
+    if head_len > max_header_bytes {
+        return reject(431, r);
+    }
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         let v = h.value;
@@ -176,10 +177,10 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
             }
         } else if name.eq_ignore_ascii_case(b"content-length") {
             let Some(n) = parse_u64(trim(v)) else {
-                return reject(400);
+                return reject(400, r);
             };
             if content_length.is_some_and(|old| old != n) {
-                return reject(400);
+                return reject(400, r);
             }
             content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
@@ -194,7 +195,7 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
             r.if_unmodified_since = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"range") {
             if r.range.is_some() {
-                return reject(400);
+                return reject(400, r);
             }
             r.range = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"if-range") {
@@ -207,12 +208,12 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
     }
     // RFC 9112 §3.2: a 1.1 request without exactly one Host is a 400.
     if (minor_version >= 1 && host_count == 0) || host_count > 1 {
-        return reject(400);
+        return reject(400, r);
     }
     // RFC 9112 §6.1: both framings at once is a smuggling vector; refuse.
     // A transfer coding on a 1.0 request cannot be framed either.
     if transfer_encoding && (content_length.is_some() || minor_version == 0) {
-        return reject(400);
+        return reject(400, r);
     }
     r.body = if transfer_encoding {
         BodyFraming::Chunked

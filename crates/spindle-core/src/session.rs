@@ -122,7 +122,11 @@ pub struct Session {
     /// Input was left unread when the session decided to close: the peer
     /// may still be sending, so the driver should close lingeringly.
     unread_input: bool,
-    log: LogInfo,
+    /// The last request answered (kept for the access log, built lazily).
+    last_req: Option<Box<Request>>,
+    /// Or the request line of the last rejected request.
+    last_reject: Option<(String, Vec<u8>)>,
+    last_status: u16,
 }
 
 impl Default for Session {
@@ -141,7 +145,9 @@ impl Session {
             current: None,
             current_keep_alive: false,
             unread_input: false,
-            log: LogInfo::default(),
+            last_req: None,
+            last_reject: None,
+            last_status: 0,
         }
     }
 
@@ -188,9 +194,30 @@ impl Session {
         self.unread_input
     }
 
-    /// The log fields of the response handed out last.
-    pub fn log_info(&self) -> &LogInfo {
-        &self.log
+    /// The log fields of the response handed out last. Built on demand,
+    /// so a server without an access log pays nothing for it.
+    pub fn log_info(&self) -> LogInfo {
+        match (&self.last_req, &self.last_reject) {
+            (Some(r), _) => LogInfo {
+                method: r.method.as_str().to_string(),
+                target: r.target.clone(),
+                minor_version: r.minor_version,
+                status: self.last_status,
+                referer: r.referer.clone(),
+                user_agent: r.user_agent.clone(),
+            },
+            (None, Some((method, target))) => LogInfo {
+                method: method.clone(),
+                target: target.clone(),
+                minor_version: 1,
+                status: self.last_status,
+                ..LogInfo::default()
+            },
+            (None, None) => LogInfo {
+                status: self.last_status,
+                ..LogInfo::default()
+            },
+        }
     }
 
     /// Decides the next step.
@@ -221,13 +248,10 @@ impl Session {
             Parsed::Rejected(r) => {
                 self.unread_input = true;
                 self.buf.clear();
-                self.log = LogInfo {
-                    method: r.method,
-                    target: r.target,
-                    minor_version: 1,
-                    ..LogInfo::default()
-                };
-                return self.respond_error(cfg, r.status, false, false, &[]);
+                let head_only = r.method == "HEAD";
+                self.last_req = None;
+                self.last_reject = Some((r.method, r.target));
+                return self.respond_error(cfg, r.status, false, false, head_only, &[]);
             }
             Parsed::Complete(req) => req,
         };
@@ -246,28 +270,32 @@ impl Session {
                 self.buf.clear();
             }
         }
-        self.log = LogInfo {
-            method: req.method.as_str().to_string(),
-            target: req.target.clone(),
-            minor_version: req.minor_version,
-            status: 0,
-            referer: req.referer.clone(),
-            user_agent: req.user_agent.clone(),
-        };
+        self.last_reject = None;
         let head_only = req.method == Method::Head;
         let announce = req.minor_version == 0;
         if let Method::Other(_) = req.method {
-            return self.respond_error(cfg, 405, keep_alive, announce, &[("Allow", "GET, HEAD")]);
+            self.last_req = Some(req);
+            return self.respond_error(
+                cfg,
+                405,
+                keep_alive,
+                announce,
+                head_only,
+                &[("Allow", "GET, HEAD")],
+            );
         }
-        let Some(target_path) = path::target_path(&req.target) else {
-            return self.respond_error(cfg, 400, false, announce, &[]);
+        let resolved = match path::target_path(&req.target) {
+            None => Err(PathError::BadRequest),
+            Some(target_path) => path::resolve(target_path, cfg.allow_dotfiles),
         };
-        match path::resolve(target_path, cfg.allow_dotfiles) {
-            Err(PathError::BadRequest) => self.respond_error(cfg, 400, false, announce, &[]),
+        match resolved {
+            Err(PathError::BadRequest) => {
+                self.last_req = Some(req);
+                self.respond_error(cfg, 400, false, announce, head_only, &[])
+            }
             Err(PathError::Hidden) => {
-                self.current_keep_alive = keep_alive;
-                let ctx = self.ctx(cfg, keep_alive, announce, head_only);
-                self.finish(response::error(404, &ctx, &[]))
+                self.last_req = Some(req);
+                self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
             Ok(resolved) => {
                 // NUL bytes were refused by `resolve`, so this cannot fail.
@@ -312,6 +340,7 @@ impl Session {
             Err(OpenError::Busy) => response::error(503, &ctx, &[("Retry-After", "1")]),
             Err(OpenError::Other) => response::error(500, &ctx, &[]),
         };
+        self.last_req = Some(req);
         match self.finish(resp) {
             Step::Respond(r) => r,
             _ => unreachable!("finish always responds"),
@@ -357,15 +386,15 @@ impl Session {
         status: u16,
         keep_alive: bool,
         announce: bool,
+        head_only: bool,
         extra: &[(&str, &str)],
     ) -> Step {
-        let head_only = self.log.method == "HEAD";
         let ctx = self.ctx(cfg, keep_alive, announce, head_only);
         self.finish(response::error(status, &ctx, extra))
     }
 
     fn finish(&mut self, resp: Response) -> Step {
-        self.log.status = resp.status;
+        self.last_status = resp.status;
         self.state = State::AwaitSent {
             keep_alive: resp.keep_alive,
         };

@@ -915,7 +915,7 @@ impl<M: Mover> Worker<M> {
             let line = accesslog::format_line(
                 &net::peer_string(c.fd.as_raw_fd()),
                 unix_now(),
-                c.session.log_info(),
+                &c.session.log_info(),
                 tx.resp.body_len,
             );
             self.ctx.log.log(line);

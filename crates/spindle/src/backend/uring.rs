@@ -1037,7 +1037,7 @@ impl Worker {
             let line = accesslog::format_line(
                 &net::peer_string(c.fd),
                 unix_now(),
-                c.session.log_info(),
+                &c.session.log_info(),
                 tx.resp.body_len,
             );
             self.ctx.log.log(line);
