@@ -325,8 +325,6 @@ pub fn drain_eventfd(fd: RawFd) -> u64 {
     }
 }
 
-/// Adds one to an eventfd's counter.
-
 // ----- the worker -------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
