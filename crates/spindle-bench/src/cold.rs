@@ -77,8 +77,8 @@ pub struct ColdArgs {
     /// Seconds per fio queue depth.
     #[arg(long, default_value_t = 10.0)]
     pub fio_seconds: f64,
-    /// Extra flags for every spindle server, e.g. "--max-inflight 128" (space-separated).
-    #[arg(long, default_value = "")]
+    /// Extra flags for every spindle server, e.g. "--max-inflight 32" (space-separated).
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub spindle_flags: String,
     /// Model of the emulated disk (with --disk emulated).
     #[command(flatten)]

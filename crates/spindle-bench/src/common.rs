@@ -279,6 +279,7 @@ pub fn run_load(load: &Load, workdir: &Path, tag: &str) -> Result<Value> {
         .stdin(Stdio::null())
         .output()
         .context("running the load generator")?;
+    let _ = std::fs::write(workdir.join(format!("load-{tag}.stderr")), &out.stderr);
     if !out.status.success() {
         bail!(
             "load generator failed ({}): {}",
@@ -314,6 +315,9 @@ pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
     let ok = f("/codes/200").unwrap_or(0.0);
     let all = f("/fetches").unwrap_or(0.0);
     put("non_200", Some(all - ok));
+    if let Some(secs) = f("/seconds").filter(|s| *s > 0.0) {
+        put("ok_fetches_per_sec", Some(ok / secs));
+    }
     put("errors", f("/errors"));
     put("timeouts", f("/timeouts"));
     put("idle_held_at_end", f("/idle/held_at_end"));

@@ -204,6 +204,18 @@ impl Report {
                 }
                 o.push('\n');
             }
+            for s in self.series.iter().filter(|s| s.group == g) {
+                let bad = s.medians.get("non_200").copied().unwrap_or(0.0);
+                if bad > 0.0 {
+                    o.push_str(&format!(
+                        "\n- **{}: {bad:.0} of its fetches (median) were not 200 responses** (errors {:.0}, timeouts {:.0}); like http_load, fetches/sec counts every ended fetch, so its row is not comparable: it served {:.1} good fetches/sec.\n",
+                        s.server,
+                        s.medians.get("errors").copied().unwrap_or(0.0),
+                        s.medians.get("timeouts").copied().unwrap_or(0.0),
+                        s.medians.get("ok_fetches_per_sec").copied().unwrap_or(0.0)
+                    ));
+                }
+            }
             let fails: Vec<String> = self
                 .series
                 .iter()

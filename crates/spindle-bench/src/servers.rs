@@ -20,6 +20,9 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 const NGINX_OPEN_FILE_CACHE: u32 = 20_000;
 /// File descriptors per server process (nginx `worker_rlimit_nofile`, lighttpd `max-fds`).
 const SERVER_NOFILE: u32 = 65_536;
+/// lighttpd's `server.max-fds` (a 16-bit setting: 65,536 wraps to 0 and lighttpd falls
+/// back to 4,096, which caps it at 2,048 connections).
+const LIGHTTPD_MAX_FDS: u32 = 2 * SERVER_CONNECTIONS;
 /// Connections a peer server accepts (nginx `worker_connections`, lighttpd `max-connections`).
 const SERVER_CONNECTIONS: u32 = 16_384;
 
@@ -265,7 +268,7 @@ http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile
             Server::Lighttpd => {
                 let conf = format!(
                     "server.document-root = \"{root}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
-server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {SERVER_NOFILE}\n\
+server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {LIGHTTPD_MAX_FDS}\n\
 server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserver.max-read-idle = 300\n",
                     tmp.display()
                 );
@@ -289,20 +292,21 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
                 argv = a;
             }
         }
-        let mut cmd = if let Some(procs) = &setup.cgroup_procs {
-            // Join the cgroup before exec, so every process and thread the server
-            // makes is charged to it.
-            let mut c = Command::new("/bin/sh");
-            c.arg("-c")
-                .arg("echo $$ > \"$0\" && exec \"$@\"")
-                .arg(procs)
-                .args(&argv);
-            c
-        } else {
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..]);
-            c
-        };
+        // Raise the fd limit (soft and hard, as root) so that every server can hold the
+        // idle experiment's connections, and join the cgroup before exec, so every
+        // process and thread the server makes is charged to it.
+        let procs = setup
+            .cgroup_procs
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "ulimit -n {SERVER_NOFILE} 2>/dev/null; if [ -n \"$0\" ]; then echo $$ > \"$0\" || exit 1; fi; exec \"$@\""
+            ))
+            .arg(procs)
+            .args(&argv);
         use std::os::unix::process::CommandExt;
         cmd.process_group(0)
             .stdin(Stdio::null())
@@ -372,6 +376,8 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
+        // A server that is gone before we stop it crashed: keep its logs.
+        let crashed = child.try_wait()?;
         sys::kill_group(self.pgid, libc::SIGTERM);
         let start = Instant::now();
         loop {
@@ -385,7 +391,16 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = std::fs::remove_dir_all(&self.tmp);
+        match crashed {
+            None => {
+                let _ = std::fs::remove_dir_all(&self.tmp);
+            }
+            Some(st) => eprintln!(
+                "{}: exited on its own during the run ({st}); logs kept in {}",
+                self.name,
+                self.tmp.display()
+            ),
+        }
         Ok(())
     }
 }
