@@ -34,7 +34,9 @@ use spindle_core::accesslog;
 use spindle_core::response::{FileKind, FileMeta};
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
-use super::{unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK};
+use super::{
+    truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK,
+};
 use crate::filecache::OpenFileCache;
 use crate::fs::{self, Root};
 use crate::net;
@@ -187,6 +189,15 @@ pub enum Stop {
     Fail,
 }
 
+impl From<Stop> for Progress {
+    fn from(s: Stop) -> Progress {
+        match s {
+            Stop::Full => Progress::SocketFull,
+            Stop::Fail => Progress::Fail,
+        }
+    }
+}
+
 fn errno() -> i32 {
     io::Error::last_os_error()
         .raw_os_error()
@@ -284,11 +295,6 @@ pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result
         }
     }
     Ok(())
-}
-
-/// Logs a file that ended before the length promised in the head.
-pub fn truncated() {
-    eprintln!("spindle: a file was truncated while being sent; closing the connection");
 }
 
 /// Opens `req` beneath the root and inspects it, synchronously.

@@ -64,7 +64,7 @@ use std::time::Duration;
 use linux_aio::{Context, IoEvent, Iocb};
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Completion, Mover, Opened, Progress, Stop, Ticket, Tx};
+use super::epoll::{self, Completion, Mover, Opened, Progress, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::{self, Root};
 
@@ -366,10 +366,8 @@ impl Mover for LinuxAio {
             }
             // 1. Bytes in the slot: head (corked), then sendfile from shm.
             if st.data_left > 0 {
-                match epoll::send_head(sock, tx, true) {
-                    Ok(()) => {}
-                    Err(Stop::Full) => return Progress::SocketFull,
-                    Err(Stop::Fail) => return Progress::Fail,
+                if let Err(s) = epoll::send_head(sock, tx, true) {
+                    return s.into();
                 }
                 let mut off = st.data_off;
                 match epoll::sendfile(sock, self.shm.fd.as_raw_fd(), &mut off, st.data_left) {
@@ -403,8 +401,7 @@ impl Mover for LinuxAio {
             if tx.left == 0 {
                 return match epoll::send_head(sock, tx, false) {
                     Ok(()) => Progress::Done,
-                    Err(Stop::Full) => Progress::SocketFull,
-                    Err(Stop::Fail) => Progress::Fail,
+                    Err(s) => s.into(),
                 };
             }
             if st.reading {
@@ -418,14 +415,11 @@ impl Mover for LinuxAio {
             let n = self.slot_size.min(tx.left);
             let file = tx.file.as_ref().expect("file for body").as_raw_fd();
             if fs::range_cached(file, tx.off, n) == Some(true) {
-                match epoll::sendfile_range(sock, tx, file, n) {
-                    Ok(()) => {
-                        turn += n;
-                        continue;
-                    }
-                    Err(Stop::Full) => return Progress::SocketFull,
-                    Err(Stop::Fail) => return Progress::Fail,
+                if let Err(s) = epoll::sendfile_range(sock, tx, file, n) {
+                    return s.into();
                 }
+                turn += n;
+                continue;
             }
             let slot = match st.slot.or_else(|| self.free.pop()) {
                 Some(s) => s,
@@ -511,7 +505,7 @@ impl Mover for LinuxAio {
         }
         let got = chunk.res as u64;
         if got <= st.skew {
-            epoll::truncated();
+            super::truncated();
             st.failed = true;
             return;
         }

@@ -49,6 +49,12 @@ pub fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Logs a file that ended before the length promised in the head (the
+/// connection is then dropped: nothing correct can follow).
+pub fn truncated() {
+    eprintln!("spindle: a file was truncated while being sent; closing the connection");
+}
+
 /// Makes an eventfd readable (adds 1 to its counter).
 pub fn signal_eventfd(fd: RawFd) {
     let one: u64 = 1;

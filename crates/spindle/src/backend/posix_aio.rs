@@ -46,7 +46,7 @@ use std::thread::JoinHandle;
 
 use spindle_core::{OpenError, OpenRequest};
 
-use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Stop, Ticket, Tx};
+use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::{self, Root};
 
@@ -353,8 +353,7 @@ impl Mover for PosixAio {
                     match epoll::send_two(sock, tx.head_left(), &buf[st.sent..st.len], tx.left > 0)
                     {
                         Ok(n) => n,
-                        Err(Stop::Full) => return Progress::SocketFull,
-                        Err(Stop::Fail) => return Progress::Fail,
+                        Err(s) => return s.into(),
                     };
                 let body = tx.wrote(n);
                 st.sent += body;
@@ -375,8 +374,7 @@ impl Mover for PosixAio {
             if tx.left == 0 {
                 return match epoll::send_head(sock, tx, false) {
                     Ok(()) => Progress::Done,
-                    Err(Stop::Full) => Progress::SocketFull,
-                    Err(Stop::Fail) => Progress::Fail,
+                    Err(s) => s.into(),
                 };
             }
             if st.reading {
@@ -391,14 +389,11 @@ impl Mover for PosixAio {
             let file = tx.file.as_ref().expect("file for body");
             if fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true) {
                 let fd = file.as_raw_fd();
-                match epoll::sendfile_range(sock, tx, fd, n) {
-                    Ok(()) => {
-                        turn += n as usize;
-                        continue;
-                    }
-                    Err(Stop::Full) => return Progress::SocketFull,
-                    Err(Stop::Fail) => return Progress::Fail,
+                if let Err(s) = epoll::sendfile_range(sock, tx, fd, n) {
+                    return s.into();
                 }
+                turn += n as usize;
+                continue;
             }
             let buf = match st.buf.take().or_else(|| self.take_buf()) {
                 Some(b) => b,
@@ -452,7 +447,7 @@ impl Mover for PosixAio {
         st.reading = false;
         match chunk.res {
             Ok(0) => {
-                epoll::truncated();
+                super::truncated();
                 st.failed = true;
                 self.bufs_free.push(chunk.buf);
             }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Mover, Opened, Progress, Stop, Ticket, Tx};
+use super::epoll::{self, Mover, Opened, Progress, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::Root;
 
@@ -52,8 +52,7 @@ impl Mover for Sendfile {
         match epoll::sendfile_range(sock, tx, file, self.turn) {
             Ok(()) if tx.left == 0 => Progress::Done,
             Ok(()) => Progress::Yield,
-            Err(Stop::Full) => Progress::SocketFull,
-            Err(Stop::Fail) => Progress::Fail,
+            Err(s) => s.into(),
         }
     }
 

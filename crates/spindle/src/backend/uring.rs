@@ -36,7 +36,9 @@ use spindle_core::accesslog;
 use spindle_core::response::FileKind;
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
-use super::{unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK};
+use super::{
+    truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK,
+};
 use crate::filecache::OpenFileCache;
 use crate::fs;
 use crate::net;
@@ -909,9 +911,7 @@ impl Worker {
                 }
                 // 0: the file shrank under us (see on_read); else a socket error.
                 if r == 0 {
-                    eprintln!(
-                        "spindle: a file was truncated while being sent; closing the connection"
-                    );
+                    truncated();
                 }
                 self.abort(slot);
                 return;
@@ -972,7 +972,7 @@ impl Worker {
             // sent. Nothing correct can follow the bytes already sent under
             // this Content-Length, so the connection is dropped.
             if res == 0 {
-                eprintln!("spindle: a file was truncated while being sent; closing the connection");
+                truncated();
             }
             self.abort(slot);
             return;
