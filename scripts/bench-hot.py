@@ -10,7 +10,8 @@ workers included, from /proc/PID/stat).
 
 Usage: scripts/bench-hot.py [--rounds 3] [--seconds 10] [--servers a,b,...]
           [--data /var/tmp/spindle-hot] [--out docs/results/hot-path.md]
-Servers: spindle-<backend> for any backend, nginx, lighttpd.
+Servers: spindle-<backend> for any backend (spindle-<backend>@<binary> to
+compare builds), nginx, lighttpd.
 Needs: wrk, nginx, lighttpd (apt-get install wrk nginx lighttpd), a
 release build of spindle (cargo build --release), and 2+ CPUs.
 """
@@ -61,8 +62,9 @@ def wait_port(port, proc, timeout=10):
 def start(server, data, port, tmp):
     pin = ["taskset", "-c", "0"]
     if server.startswith("spindle-"):
-        backend = server[len("spindle-"):]
-        binary = os.path.join(ROOT, "target", "release", "spindle")
+        # spindle-BACKEND, or spindle-BACKEND@PATH to compare two builds.
+        backend, _, binary = server[len("spindle-"):].partition("@")
+        binary = binary or os.path.join(ROOT, "target", "release", "spindle")
         cmd = pin + [binary, "--backend", backend, "--workers", "1",
                      "--listen", f"127.0.0.1:{port}", data]
     elif server == "nginx":
@@ -171,7 +173,7 @@ def main():
     for r in range(a.rounds):
         for set_name in a.sets.split(","):
             for s in servers:
-                tmp = tempfile.mkdtemp(prefix=f"bench-hot-{s}-")
+                tmp = tempfile.mkdtemp(prefix="bench-hot-")
                 port = free_port()
                 proc = start(s, a.data, port, tmp)
                 try:

@@ -33,19 +33,25 @@ pub fn fmt_unix(secs: i64) -> String {
     httpdate::fmt_http_date(t)
 }
 
+/// Slots of the per-thread cache of formatted modification times.
+const MTIME_SLOTS: usize = 64;
+
 thread_local! {
-    static LAST: RefCell<(i64, std::rc::Rc<str>)> = RefCell::new((i64::MIN, std::rc::Rc::from("")));
+    static MTIMES: RefCell<Vec<(i64, std::rc::Rc<str>)>> =
+        RefCell::new(vec![(i64::MIN, std::rc::Rc::from("")); MTIME_SLOTS]);
 }
 
-/// [`fmt_unix`], remembering the last value formatted on this thread
-/// (files written together share their mtime's second).
+/// [`fmt_unix`], remembered per thread in a small direct-mapped cache
+/// (files written together share their mtime's second, and a hot set of
+/// files has few distinct seconds).
 pub fn fmt_unix_cached(secs: i64) -> std::rc::Rc<str> {
-    LAST.with(|c| {
+    MTIMES.with(|c| {
         let mut c = c.borrow_mut();
-        if c.0 != secs {
-            *c = (secs, std::rc::Rc::from(fmt_unix(secs)));
+        let slot = &mut c[secs.rem_euclid(MTIME_SLOTS as i64) as usize];
+        if slot.0 != secs {
+            *slot = (secs, std::rc::Rc::from(fmt_unix(secs)));
         }
-        c.1.clone()
+        slot.1.clone()
     })
 }
 

@@ -2,7 +2,6 @@
 //! file follow it.
 
 use std::borrow::Cow;
-use std::io::Write;
 
 use crate::date;
 use crate::request::{parse_u64, trim, Method, Request};
@@ -56,26 +55,38 @@ struct Head {
     buf: Vec<u8>,
 }
 
+/// Room for a typical head, so that building one allocates once (a small
+/// file's body appended by the driver may grow it once more).
+const HEAD_CAPACITY: usize = 384;
+
 impl Head {
     fn new(status: u16, ctx: &Ctx) -> Head {
-        let mut buf = Vec::with_capacity(320);
-        let _ = write!(
-            buf,
-            "HTTP/1.1 {} {}\r\nServer: {}\r\n",
-            status,
-            reason(status),
-            ctx.server
-        );
-        date::with_http_date(|d| {
-            buf.extend_from_slice(b"Date: ");
-            buf.extend_from_slice(d.as_bytes());
-            buf.extend_from_slice(b"\r\n");
-        });
+        let mut buf = Vec::with_capacity(HEAD_CAPACITY);
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        push_u64(&mut buf, u64::from(status));
+        buf.push(b' ');
+        buf.extend_from_slice(reason(status).as_bytes());
+        buf.extend_from_slice(b"\r\nServer: ");
+        buf.extend_from_slice(ctx.server.as_bytes());
+        buf.extend_from_slice(b"\r\nDate: ");
+        date::with_http_date(|d| buf.extend_from_slice(d.as_bytes()));
+        buf.extend_from_slice(b"\r\n");
         Head { buf }
     }
 
-    fn header(&mut self, name: &str, value: impl std::fmt::Display) -> &mut Head {
-        let _ = write!(self.buf, "{name}: {value}\r\n");
+    fn header(&mut self, name: &str, value: &str) -> &mut Head {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    fn header_u64(&mut self, name: &str, value: u64) -> &mut Head {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        push_u64(&mut self.buf, value);
+        self.buf.extend_from_slice(b"\r\n");
         self
     }
 
@@ -88,6 +99,37 @@ impl Head {
         self.buf.extend_from_slice(b"\r\n");
         self.buf
     }
+}
+
+/// Appends the decimal digits of `n`.
+fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+/// Appends the lower-case hex digits of `n`.
+fn push_hex(buf: &mut String, mut n: u64) {
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b"0123456789abcdef"[(n & 15) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    // Hex digits are ASCII.
+    buf.push_str(std::str::from_utf8(&digits[i..]).expect("ascii"));
 }
 
 /// The reason phrase for every status spindle sends.
@@ -124,7 +166,7 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
     );
     let mut h = Head::new(status, ctx);
     h.header("Content-Type", "text/html; charset=utf-8")
-        .header("Content-Length", body.len());
+        .header_u64("Content-Length", body.len() as u64);
     for (n, v) in extra {
         h.header(n, v);
     }
@@ -143,10 +185,18 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
 
 /// The strong entity tag of a file version: inode, size and mtime (ns).
 pub fn etag(meta: &FileMeta) -> String {
-    format!(
-        "\"{:x}-{:x}-{:x}.{:x}\"",
-        meta.ino, meta.size, meta.mtime_sec, meta.mtime_nsec
-    )
+    let mut tag = String::with_capacity(48);
+    tag.push('"');
+    push_hex(&mut tag, meta.ino);
+    tag.push('-');
+    push_hex(&mut tag, meta.size);
+    tag.push('-');
+    // As `{:x}` of an i64 would: the two's-complement bits.
+    push_hex(&mut tag, meta.mtime_sec as u64);
+    tag.push('.');
+    push_hex(&mut tag, u64::from(meta.mtime_nsec));
+    tag.push('"');
+    tag
 }
 
 /// The response for a regular file.
@@ -206,16 +256,14 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
         }
     };
     let mut h = Head::new(status, ctx);
-    h.header("Content-Type", ctype)
-        .header("Content-Length", len)
+    h.header("Content-Type", &ctype)
+        .header_u64("Content-Length", len)
         .header("Last-Modified", &last_modified)
         .header("ETag", &tag)
         .header("Accept-Ranges", "bytes");
     if status == 206 {
-        h.header(
-            "Content-Range",
-            format_args!("bytes {}-{}/{}", offset, offset + len - 1, meta.size),
-        );
+        let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, meta.size);
+        h.header("Content-Range", &cr);
     }
     let send_body = !ctx.head_only && len > 0;
     Response {

@@ -22,6 +22,10 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 10.0;
 /// Open-file cache entries per worker (see `filecache`).
 pub const DEFAULT_OPEN_FILE_CACHE: usize = 10_000;
 pub const DEFAULT_OPEN_FILE_CACHE_VALID_SECS: f64 = 10.0;
+/// Bytes of small-file contents the open-file cache keeps per worker.
+pub const DEFAULT_SMALL_FILE_CACHE: u64 = 16 << 20;
+/// Largest accepted `--small-file-cache`.
+pub const MAX_SMALL_FILE_CACHE: u64 = 16 << 30;
 /// Largest accepted `--open-file-cache`.
 pub const MAX_OPEN_FILE_CACHE: usize = 1 << 20;
 /// Smallest and largest accepted `--chunk-size`.
@@ -112,9 +116,12 @@ pub struct Cli {
     /// Open descriptors of hot files kept per worker; 0 disables [default: 10000, bounded by the fd limit]
     #[arg(long, value_name = "N")]
     pub open_file_cache: Option<usize>,
-    /// Seconds a cached descriptor is trusted to still be what its path names [default: 1]
+    /// Seconds a cached descriptor is trusted to still be what its path names [default: 10]
     #[arg(long, value_name = "SECS")]
     pub open_file_cache_valid: Option<f64>,
+    /// Bytes of small files (up to 16 KiB each) the open-file cache keeps in memory, per worker; 0 disables [default: 16m]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub small_file_cache: Option<u64>,
 }
 
 /// The config file: the same keys as the long options.
@@ -138,6 +145,7 @@ struct FileConfig {
     dotfiles: Option<bool>,
     open_file_cache: Option<usize>,
     open_file_cache_valid: Option<f64>,
+    small_file_cache: Option<SizeValue>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,6 +177,7 @@ pub struct Config {
     pub dotfiles: bool,
     pub open_file_cache: usize,
     pub open_file_cache_valid: Duration,
+    pub small_file_cache: u64,
 }
 
 /// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
@@ -289,6 +298,17 @@ impl Config {
                 "open-file-cache must be at most {MAX_OPEN_FILE_CACHE}, not {open_file_cache}"
             ));
         }
+        let small_file_cache = match (cli.small_file_cache, file.small_file_cache) {
+            (Some(c), _) => c,
+            (None, Some(SizeValue::Bytes(b))) => b,
+            (None, Some(SizeValue::Text(t))) => parse_size(&t)?,
+            (None, None) => DEFAULT_SMALL_FILE_CACHE,
+        };
+        if small_file_cache > MAX_SMALL_FILE_CACHE {
+            return Err(format!(
+                "small-file-cache must be at most {MAX_SMALL_FILE_CACHE} bytes, not {small_file_cache}"
+            ));
+        }
         let backend_choice = cli.backend.or(file.backend);
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -334,6 +354,7 @@ impl Config {
                     .or(file.open_file_cache_valid)
                     .unwrap_or(DEFAULT_OPEN_FILE_CACHE_VALID_SECS),
             )?,
+            small_file_cache,
         })
     }
 

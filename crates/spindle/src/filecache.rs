@@ -1,116 +1,308 @@
-//! A per-worker cache of open file descriptors, like nginx's
-//! `open_file_cache`: a hot file is opened once and served from the same
-//! descriptor for up to `open-file-cache-valid` seconds, which saves the
-//! `openat2`, `fcntl` and `close` of every request (a quarter of the
-//! server's CPU on 1 KiB files, see ARCHITECTURE.md).
+//! A per-worker cache of open files, like nginx's `open_file_cache` and
+//! lighttpd's stat cache: a hot file is opened once and served from the
+//! same descriptor for up to `open-file-cache-valid` seconds, which saves
+//! the `openat2`, `fcntl` and `close` of every request.
 //!
-//! Metadata is *not* cached: every request still `fstat`s the descriptor,
-//! so a file rewritten in place gets a fresh `Content-Length`, `ETag` and
-//! `Last-Modified` at once, and a file that was deleted or renamed over
-//! (the usual way to deploy) shows a link count of 0, which drops the entry
-//! at once (see the drivers). What the cache can delay, by at most the
-//! validity period, is noticing that a path now names another file while
-//! the old one is still linked elsewhere (a symlink swapped, a directory
-//! renamed); until then the old file keeps being served whole and
-//! consistent, as with nginx's `open_file_cache_valid`.
+//! **Metadata and small contents, validated by inotify.** Each entry keeps
+//! the file's `fstat` result and, for files of at most [`SMALL_FILE_MAX`]
+//! bytes whose pages were all in the page cache, the bytes themselves
+//! (within a per-worker budget, `small-file-cache`). Each cached file is
+//! watched through inotify by its descriptor (see [`fs::Inotify`]), and the
+//! driver calls [`OpenFileCache::batch`] whenever it has waited for new
+//! work; the first lookup after that drains the event queue. A write, a
+//! truncate, a `touch`, a chmod, an `unlink` or a rename over the file
+//! queues its event inside the writer's system call, so any change that
+//! finished before a request arrived drops the entry before that request
+//! is looked up, and the request gets fresh metadata and bytes. That is
+//! the same promise an `fstat` per request gives (the file can still
+//! change between the lookup and the send, as with any server), for a read
+//! of the event queue per batch of completions instead of a system call
+//! per request. Nothing else is trusted across requests.
 //!
-//! Single-threaded by design (one cache per worker), bounded in entries,
-//! evicted first-in first-out in O(1).
+//! When a file cannot be watched (no inotify, or `max_user_watches`
+//! reached) its entry falls back to an `fstat` per request and never holds
+//! contents; a file deleted or renamed over then shows a link count of 0,
+//! which drops the entry.
+//!
+//! What the cache can delay, by at most the validity period, is noticing
+//! changes inotify does not report: a path that now names another file
+//! while the old one is still linked elsewhere (a symlink swapped, a parent
+//! directory renamed), writes through a shared `mmap`, or changes made by
+//! another machine on a network file system. Until then the old file keeps
+//! being served whole and consistent, as with nginx's
+//! `open_file_cache_valid` (whose default is 60 s, against our 10 s).
+//!
+//! Single-threaded by design (one cache per worker), bounded in entries
+//! and in content bytes, evicted first-in first-out in O(1).
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use foldhash::fast::RandomState;
 use spindle_core::FileMeta;
 
 use crate::fs;
 
+/// Largest file whose contents the cache keeps in memory. Files up to this
+/// size are answered with one `send` of head and body from memory; larger
+/// ones go through the driver's sendfile or read path.
+pub const SMALL_FILE_MAX: u64 = 16 * 1024;
+
+/// Attempts to read a small file's contents from the page cache, per
+/// entry. More than one: `RWF_NOWAIT` sometimes fails on pages that are
+/// cached (on 1,000 freshly warmed 1 KiB files, 14% failed once and then
+/// never again; a read that would start readahead is one kernel reason),
+/// and the driver's own read of the file clears that.
+const BODY_TRIES: u8 = 4;
+
+/// Reads a small entry's contents if they are all in the page cache and
+/// fit the budget (never waits for the disk), and charges the budget.
+fn load_body(e: &Entry, used: &mut usize, budget: usize) -> Option<Rc<[u8]>> {
+    let size = e.meta.size;
+    if e.wd.is_none() || size == 0 || size > SMALL_FILE_MAX || *used + size as usize > budget {
+        return None;
+    }
+    let bytes = fs::read_cached(e.fd.as_raw_fd(), size as usize)?;
+    *used += bytes.len();
+    Some(bytes.into())
+}
+
+/// What a lookup hands the driver.
+pub struct Hit {
+    /// The open file; `None` when `body` holds all of it.
+    pub fd: Option<Rc<OwnedFd>>,
+    pub meta: FileMeta,
+    /// The whole file, when it is small and was cached in memory.
+    pub body: Option<Rc<[u8]>>,
+}
+
 struct Entry {
     fd: Rc<OwnedFd>,
+    meta: FileMeta,
+    body: Option<Rc<[u8]>>,
+    /// Cached reads of the contents tried so far (at most [`BODY_TRIES`]
+    /// per entry, so a file not in the page cache soon costs nothing more).
+    body_tries: u8,
+    /// The inotify watch; `None`: unwatched, `fstat` on every lookup.
+    wd: Option<i32>,
     opened: Instant,
     gen: u64,
 }
 
-/// Open descriptors of regular files, by path relative to the root.
+type Key = Box<[u8]>;
+
+/// Open files with their metadata, by path relative to the root.
 pub struct OpenFileCache {
-    map: HashMap<Box<[u8]>, Entry>,
+    map: HashMap<Key, Entry, RandomState>,
     /// Insertion order, for eviction; an item whose generation no longer
     /// matches its map entry is stale and skipped.
-    order: VecDeque<(Box<[u8]>, u64)>,
+    order: VecDeque<(Key, u64)>,
+    /// Which entries each watch covers (several paths may name one inode).
+    watches: HashMap<i32, Vec<(Key, u64)>, RandomState>,
+    notify: Option<fs::Inotify>,
+    /// The event queue must be drained before the next lookup.
+    unsynced: bool,
     next_gen: u64,
     max: usize,
     valid: Duration,
+    body_bytes: usize,
+    body_budget: usize,
 }
 
 impl OpenFileCache {
-    /// A cache of at most `max` entries (0 disables it).
-    pub fn new(max: usize, valid: Duration) -> OpenFileCache {
+    /// A cache of at most `max` entries (0 disables it), holding at most
+    /// `body_budget` bytes of small-file contents (0: none).
+    pub fn new(max: usize, valid: Duration, body_budget: usize) -> OpenFileCache {
+        let notify = if max > 0 {
+            fs::Inotify::new().ok()
+        } else {
+            None
+        };
         OpenFileCache {
-            map: HashMap::with_capacity(max.min(4096)),
+            map: HashMap::with_capacity_and_hasher(max.min(4096), RandomState::default()),
             order: VecDeque::with_capacity(max.min(4096)),
+            watches: HashMap::with_capacity_and_hasher(max.min(4096), RandomState::default()),
+            notify,
+            unsynced: true,
             next_gen: 0,
             max,
             valid,
+            body_bytes: 0,
+            body_budget,
         }
     }
 
-    /// The cached descriptor for `path`, if it is younger than the
-    /// validity period.
-    pub fn get(&mut self, path: &[u8], now: Instant) -> Option<Rc<OwnedFd>> {
-        let e = self.map.get(path)?;
-        if now.duration_since(e.opened) < self.valid {
-            return Some(e.fd.clone());
-        }
-        self.map.remove(path);
-        None
+    /// The driver has waited for (and is about to process) new work: file
+    /// changes may have been reported meanwhile.
+    pub fn batch(&mut self) {
+        self.unsynced = true;
     }
 
-    /// The cached descriptor for `path` with its fresh metadata, unless
-    /// the file was deleted or renamed over since it was opened (its link
-    /// count is 0), in which case the entry is dropped and `None` returned
-    /// so that the caller opens the path anew.
-    pub fn lookup(
+    /// Drops every entry whose file inotify reported as changed.
+    fn sync(&mut self) {
+        self.unsynced = false;
+        let Some(notify) = &self.notify else {
+            return;
+        };
+        let mut changed: Vec<i32> = Vec::new();
+        let mut overflow = false;
+        let ok = notify.drain(|wd, mask| {
+            if mask & libc::IN_Q_OVERFLOW != 0 {
+                overflow = true;
+            } else {
+                changed.push(wd);
+            }
+        });
+        if overflow || !ok {
+            // Events were lost: nothing watched can be trusted.
+            self.clear();
+            return;
+        }
+        for wd in changed {
+            // IN_ONESHOT: the kernel removed the watch with this event.
+            if let Some(keys) = self.watches.remove(&wd) {
+                for (key, gen) in keys {
+                    if self.map.get(&key).is_some_and(|e| e.gen == gen) {
+                        let e = self.map.remove(&key).expect("entry");
+                        self.forget_body(&e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The cached file for `path`, unless it expired, or changed, or was
+    /// deleted or renamed over since it was opened; then the entry is
+    /// dropped and `None` returned, so that the caller opens the path anew.
+    /// `Some(Err)` if the cached descriptor could not be `fstat`ed.
+    pub fn lookup(&mut self, path: &[u8], now: Instant) -> Option<std::io::Result<Hit>> {
+        if self.map.is_empty() {
+            return None;
+        }
+        if self.unsynced {
+            self.sync();
+        }
+        let e = self.map.get_mut(path)?;
+        let mut stale = now.duration_since(e.opened) >= self.valid;
+        if !stale && e.wd.is_none() {
+            match fs::file_meta_nlink(e.fd.as_raw_fd()) {
+                Ok((_, 0)) => stale = true,
+                Ok((meta, _)) => e.meta = meta,
+                Err(err) => return Some(Err(err)),
+            }
+        }
+        if stale {
+            self.remove(path);
+            return None;
+        }
+        if e.body.is_none() && e.body_tries < BODY_TRIES {
+            e.body_tries += 1;
+            e.body = load_body(e, &mut self.body_bytes, self.body_budget);
+        }
+        Some(Ok(Hit {
+            fd: if e.body.is_none() {
+                Some(e.fd.clone())
+            } else {
+                None
+            },
+            meta: e.meta,
+            body: e.body.clone(),
+        }))
+    }
+
+    /// Remembers a freshly opened and `fstat`ed regular file, and returns
+    /// its contents if they are small, cached in memory now, and within
+    /// the budget.
+    pub fn insert(
         &mut self,
         path: &[u8],
+        fd: Rc<OwnedFd>,
+        meta: FileMeta,
         now: Instant,
-    ) -> Option<(Rc<OwnedFd>, std::io::Result<FileMeta>)> {
-        let fd = self.get(path, now)?;
-        match fs::file_meta_nlink(fd.as_raw_fd()) {
-            Ok((_, 0)) => {
-                self.map.remove(path);
-                None
-            }
-            Ok((meta, _)) => Some((fd, Ok(meta))),
-            Err(e) => Some((fd, Err(e))),
-        }
-    }
-
-    /// Remembers a freshly opened regular file.
-    pub fn insert(&mut self, path: &[u8], fd: Rc<OwnedFd>, now: Instant) {
+    ) -> Option<Rc<[u8]>> {
         if self.max == 0 {
-            return;
+            return None;
+        }
+        if self.unsynced {
+            self.sync();
+        }
+        if self.map.contains_key(path) {
+            self.remove(path);
         }
         while self.map.len() >= self.max || self.order.len() >= 2 * self.max {
             let Some((key, gen)) = self.order.pop_front() else {
                 break;
             };
             if self.map.get(&key).is_some_and(|e| e.gen == gen) {
-                self.map.remove(&key);
+                self.remove(&key);
             }
         }
         self.next_gen += 1;
         let gen = self.next_gen;
-        let key: Box<[u8]> = path.into();
+        let key: Key = path.into();
+        let wd = self
+            .notify
+            .as_ref()
+            .and_then(|n| n.watch(fd.as_raw_fd()).ok());
+        if let Some(wd) = wd {
+            self.watches.entry(wd).or_default().push((key.clone(), gen));
+        }
+        let mut e = Entry {
+            fd,
+            meta,
+            body: None,
+            // An unwatched file's contents cannot be trusted across requests.
+            body_tries: if wd.is_some() { 1 } else { BODY_TRIES },
+            wd,
+            opened: now,
+            gen,
+        };
+        if wd.is_some() {
+            e.body = load_body(&e, &mut self.body_bytes, self.body_budget);
+        }
+        let body = e.body.clone();
         self.order.push_back((key.clone(), gen));
-        self.map.insert(
-            key,
-            Entry {
-                fd,
-                opened: now,
-                gen,
-            },
-        );
+        self.map.insert(key, e);
+        body
+    }
+
+    fn forget_body(&mut self, e: &Entry) {
+        if let Some(b) = &e.body {
+            self.body_bytes -= b.len();
+        }
+    }
+
+    /// Drops the entry for `key` and its share of a watch.
+    fn remove(&mut self, key: &[u8]) {
+        let Some(e) = self.map.remove(key) else {
+            return;
+        };
+        self.forget_body(&e);
+        if let Some(wd) = e.wd {
+            if let Some(keys) = self.watches.get_mut(&wd) {
+                keys.retain(|(k, g)| !(*g == e.gen && &**k == key));
+                if keys.is_empty() {
+                    self.watches.remove(&wd);
+                    if let Some(n) = &self.notify {
+                        n.unwatch(wd);
+                    }
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        if let Some(n) = &self.notify {
+            for wd in self.watches.keys() {
+                n.unwatch(*wd);
+            }
+        }
+        self.watches.clear();
+        self.map.clear();
+        self.order.clear();
+        self.body_bytes = 0;
     }
 
     /// Closes about half the cached descriptors (the oldest), to give
@@ -123,7 +315,7 @@ impl OpenFileCache {
                 break;
             };
             if self.map.get(&key).is_some_and(|e| e.gen == gen) {
-                self.map.remove(&key);
+                self.remove(&key);
             }
         }
         before - self.map.len()
@@ -136,33 +328,113 @@ impl OpenFileCache {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+
+    /// Bytes of file contents held.
+    pub fn body_bytes(&self) -> usize {
+        self.body_bytes
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
-    fn fd() -> Rc<OwnedFd> {
-        Rc::new(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+    fn open(path: &std::path::Path) -> (Rc<OwnedFd>, FileMeta) {
+        let fd = OwnedFd::from(std::fs::File::open(path).unwrap());
+        let meta = fs::file_meta(fd.as_raw_fd()).unwrap();
+        (Rc::new(fd), meta)
+    }
+
+    fn tmpdir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("spindle-fc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
     }
 
     #[test]
     fn expiry_and_bound() {
+        let d = tmpdir("bound");
         let t0 = Instant::now();
-        let mut c = OpenFileCache::new(4, Duration::from_secs(1));
-        let a = fd();
-        c.insert(b"a", a.clone(), t0);
-        assert_eq!(c.get(b"a", t0).unwrap().as_raw_fd(), a.as_raw_fd());
-        assert!(c.get(b"a", t0 + Duration::from_secs(2)).is_none());
+        let mut c = OpenFileCache::new(4, Duration::from_secs(1), 1 << 20);
+        let p = d.join("a");
+        std::fs::write(&p, b"hello").unwrap();
+        let (fd, meta) = open(&p);
+        assert_eq!(
+            c.insert(b"a", fd.clone(), meta, t0).as_deref(),
+            Some(&b"hello"[..])
+        );
+        let hit = c.lookup(b"a", t0).unwrap().unwrap();
+        assert!(hit.fd.is_none(), "the body stands for the descriptor");
+        assert_eq!(hit.body.as_deref(), Some(&b"hello"[..]));
+        assert_eq!(hit.meta, meta);
+        assert_eq!(c.body_bytes(), 5);
+        assert!(c.lookup(b"a", t0 + Duration::from_secs(2)).is_none());
         assert!(c.is_empty());
+        assert_eq!(c.body_bytes(), 0);
         for i in 0..10u8 {
-            c.insert(&[i], fd(), t0);
+            let (fd, meta) = open(&p);
+            c.insert(&[i], fd, meta, t0);
             assert!(c.len() <= 4);
+            assert!(c.body_bytes() <= 4 * 5);
         }
         assert_eq!(c.shed_half(), 2);
         assert_eq!(c.len(), 2);
-        let mut off = OpenFileCache::new(0, Duration::from_secs(1));
-        off.insert(b"a", fd(), t0);
-        assert!(off.get(b"a", t0).is_none());
+        let mut off = OpenFileCache::new(0, Duration::from_secs(1), 1 << 20);
+        let (fd, meta) = open(&p);
+        off.insert(b"a", fd, meta, t0);
+        assert!(off.lookup(b"a", t0).is_none());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn budget_bounds_contents() {
+        let d = tmpdir("budget");
+        let t0 = Instant::now();
+        let mut c = OpenFileCache::new(100, Duration::from_secs(10), 10);
+        for i in 0..5u8 {
+            let p = d.join(format!("{i}"));
+            std::fs::write(&p, b"1234").unwrap();
+            let (fd, meta) = open(&p);
+            c.insert(&[i], fd, meta, t0);
+        }
+        assert_eq!(c.body_bytes(), 8, "two 4-byte files fit a 10-byte budget");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_change_drops_the_entry_at_the_next_batch() {
+        let d = tmpdir("change");
+        let t0 = Instant::now();
+        let mut c = OpenFileCache::new(100, Duration::from_secs(10), 1 << 20);
+        let p = d.join("f");
+        std::fs::write(&p, b"one").unwrap();
+        let (fd, meta) = open(&p);
+        c.insert(b"f", fd, meta, t0);
+        // Another path to the same inode shares the watch.
+        let (fd2, meta2) = open(&p);
+        c.insert(b"g", fd2, meta2, t0);
+        c.batch();
+        assert!(c.lookup(b"f", t0).is_some());
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(b"two")
+            .unwrap();
+        c.batch();
+        assert!(c.lookup(b"f", t0).is_none(), "write noticed");
+        assert!(
+            c.lookup(b"g", t0).is_none(),
+            "both paths of the inode dropped"
+        );
+        let (fd, meta) = open(&p);
+        c.insert(b"f", fd, meta, t0);
+        std::fs::remove_file(&p).unwrap();
+        c.batch();
+        assert!(c.lookup(b"f", t0).is_none(), "unlink noticed");
+        assert_eq!(c.body_bytes(), 0);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -164,3 +164,119 @@ pub fn range_cached(fd: RawFd, offset: u64, len: u64) -> Option<bool> {
     let pages = end.div_ceil(page) - first / page;
     Some(cs.nr_cache >= pages)
 }
+
+/// An inotify instance that watches open files by descriptor, for the
+/// open-file cache: a watch turns "has this file changed since we looked?"
+/// from an `fstat` per request into a read of the event queue per batch.
+///
+/// inotify reports writes (`IN_MODIFY`, truncation included), attribute
+/// changes (`IN_ATTRIB`: chmod, `touch`, and the link count, which is how an
+/// `unlink` or a rename over the file shows up while we hold it open) and
+/// renames of the file itself (`IN_MOVE_SELF`). The event is queued by the
+/// writer's own system call, before it returns. It does not see writes
+/// through a shared `mmap`, nor changes made by another machine on a network
+/// file system; the cache's validity period bounds those.
+#[derive(Debug)]
+pub struct Inotify {
+    fd: OwnedFd,
+}
+
+/// The events that invalidate a cached file. `IN_ONESHOT`: the first event
+/// removes the watch (the entry is dropped anyway).
+pub const WATCH_MASK: u32 = libc::IN_MODIFY
+    | libc::IN_ATTRIB
+    | libc::IN_MOVE_SELF
+    | libc::IN_DELETE_SELF
+    | libc::IN_ONESHOT;
+
+impl Inotify {
+    pub fn new() -> io::Result<Inotify> {
+        // SAFETY: no pointers; returns a new descriptor or -1.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: inotify_init1 returned a new descriptor that nothing else owns.
+        Ok(Inotify {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Watches the inode behind an open descriptor (through its
+    /// `/proc/self/fd` link, so it is exactly that file, whatever its path
+    /// names now). Two descriptors of one inode get the same watch number.
+    pub fn watch(&self, file: RawFd) -> io::Result<i32> {
+        let path = format!("/proc/self/fd/{file}\0");
+        // SAFETY: `path` is NUL-terminated and lives through the call.
+        let wd = unsafe {
+            libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr().cast(), WATCH_MASK)
+        };
+        if wd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(wd)
+    }
+
+    pub fn unwatch(&self, wd: i32) {
+        // SAFETY: no pointers. EINVAL (already gone) is harmless.
+        unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), wd) };
+    }
+
+    /// Reads every queued event without blocking and calls `f(wd, mask)`
+    /// for each. Returns false if the queue could not be read (the caller
+    /// should then distrust everything it watches).
+    pub fn drain(&self, mut f: impl FnMut(i32, u32)) -> bool {
+        // Aligned for `inotify_event`; room for many events per read. Left
+        // uninitialised (this runs once per batch of completions): only the
+        // bytes the kernel reports as written are read back.
+        #[repr(C, align(8))]
+        struct Buf([u8; 4096]);
+        let mut buf = std::mem::MaybeUninit::<Buf>::uninit();
+        let base = buf.as_mut_ptr().cast::<u8>();
+        let len = std::mem::size_of::<Buf>();
+        loop {
+            // SAFETY: `buf` is a live, writable local of the length passed.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), base.cast(), len) };
+            if n < 0 {
+                let e = io::Error::last_os_error().raw_os_error();
+                return e == Some(libc::EAGAIN) || e == Some(libc::EINTR);
+            }
+            let n = n as usize;
+            let head = std::mem::size_of::<libc::inotify_event>();
+            let mut at = 0;
+            while at + head <= n {
+                // SAFETY: the kernel wrote whole events into the first `n`
+                // bytes; read_unaligned needs no alignment.
+                let ev: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(base.add(at).cast()) };
+                f(ev.wd, ev.mask);
+                at += head + ev.len as usize;
+            }
+        }
+    }
+}
+
+/// The whole of a small file, if every byte of it is in the page cache:
+/// `preadv2(RWF_NOWAIT)` copies cached pages and fails with `EAGAIN`
+/// instead of waiting for the disk, so a worker may call it. `None` if the
+/// file is not all cached, or is not `size` bytes long any more.
+pub fn read_cached(fd: RawFd, size: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; size + 1];
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: `iov` describes `buf`, live and writable through the call.
+    let n = unsafe { libc::preadv2(fd, &iov, 1, 0, libc::RWF_NOWAIT) };
+    // One byte more than expected was asked for: a file that grew since
+    // its `fstat` reads long, and is refused here.
+    if n != size as isize {
+        return None;
+    }
+    buf.truncate(size);
+    Some(buf)
+}

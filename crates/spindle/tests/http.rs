@@ -554,6 +554,94 @@ fn replaced_files_are_noticed() {
 }
 
 #[test]
+fn files_changed_in_place_are_noticed_at_once() {
+    // The open-file cache trusts its metadata and small-file contents only
+    // as long as inotify reports no change (see filecache.rs). Every change
+    // below is complete before the next request is written, on the same
+    // keep-alive connection to one worker, so each response must show it:
+    // for a small file (served from memory) and a large one (from its
+    // descriptor).
+    for b in backends() {
+        let root = DocRoot::new(false);
+        let srv = Server::start(&b, &root.dir, &["--workers", "1"]);
+        let mut s = srv.connect();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut get = |path: &str| {
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+                .unwrap();
+            read_response(&mut r, false).unwrap()
+        };
+        for size in [1000u64, 100 * 1024] {
+            let name = format!("live-{size}.bin");
+            let url = format!("/{name}");
+            let path = root.path(&name);
+            let v1 = random_bytes(size, 1);
+            std::fs::write(&path, &v1).unwrap();
+            // Twice: the second is answered from the cache.
+            assert_eq!(get(&url).body, v1, "{b} {size}");
+            let first = get(&url);
+            assert_eq!(first.body, v1, "{b} {size}");
+
+            // Rewritten in place, same length.
+            let v2 = random_bytes(size, 2);
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all(&v2).unwrap();
+            drop(f);
+            assert_eq!(get(&url).body, v2, "{b} {size}: rewrite in place");
+
+            // Appended to.
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(b"0123456789").unwrap();
+            drop(f);
+            let mut v3 = v2.clone();
+            v3.extend_from_slice(b"0123456789");
+            assert_eq!(get(&url).body, v3, "{b} {size}: append");
+
+            // Truncated.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(size / 2)
+                .unwrap();
+            assert_eq!(
+                get(&url).body,
+                &v2[..size as usize / 2],
+                "{b} {size}: truncate"
+            );
+
+            // Touched: a new Last-Modified and a new ETag.
+            let before = get(&url);
+            let when = std::time::UNIX_EPOCH + Duration::from_secs(978_307_200);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+            let after = get(&url);
+            assert_eq!(
+                after.header("last-modified"),
+                Some("Mon, 01 Jan 2001 00:00:00 GMT"),
+                "{b} {size}: touch"
+            );
+            assert_ne!(after.header("etag"), before.header("etag"), "{b} {size}");
+
+            // Replaced by a rename, then deleted.
+            let v4 = random_bytes(size, 4);
+            std::fs::write(root.path("live.tmp"), &v4).unwrap();
+            std::fs::rename(root.path("live.tmp"), &path).unwrap();
+            assert_eq!(get(&url).body, v4, "{b} {size}: rename over");
+            std::fs::remove_file(&path).unwrap();
+            assert_eq!(get(&url).status, 404, "{b} {size}: unlink");
+        }
+    }
+}
+
+#[test]
 fn deep_pipelining_is_answered_in_order() {
     each_backend(|b, root, srv| {
         // 2,000 requests (about 80 KB, ten times the head limit) written

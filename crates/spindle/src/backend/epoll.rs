@@ -35,7 +35,8 @@ use spindle_core::response::{FileKind, FileMeta};
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
 use super::{
-    truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK,
+    inline_body, truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
+    LINGER_TIMEOUT, TICK,
 };
 use crate::filecache::OpenFileCache;
 use crate::fs::{self, Root};
@@ -442,7 +443,11 @@ impl<M: Mover> Worker<M> {
                 .map_err(|e| format!("epoll_ctl: {e}"))?;
         }
         let now = Instant::now();
-        let files = OpenFileCache::new(ctx.cfg.open_file_cache, ctx.cfg.open_file_cache_valid);
+        let files = OpenFileCache::new(
+            ctx.cfg.open_file_cache,
+            ctx.cfg.open_file_cache_valid,
+            ctx.cfg.small_file_cache as usize,
+        );
         Ok(Worker {
             max_conns: ctx.cfg.max_connections_per_worker(),
             accept_ready: vec![true; listeners.len()],
@@ -495,6 +500,7 @@ impl<M: Mover> Worker<M> {
                 )
             };
             self.now = Instant::now();
+            self.files.batch();
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
@@ -723,6 +729,10 @@ impl<M: Mover> Worker<M> {
                 c.lingered += n;
             } else {
                 c.session.feed(&self.rbuf[..n]);
+                // This loop also reads outside epoll_wait (right after a
+                // response): a file change reported before these bytes
+                // were sent must be seen by the lookup they lead to.
+                self.files.batch();
             }
             return Recv::Data(n);
         }
@@ -805,10 +815,12 @@ impl<M: Mover> Worker<M> {
                     }
                 }
                 Step::Open(req) => {
-                    if let Some((file, result)) = self.files.lookup(req.path.as_bytes(), now) {
-                        // A cached descriptor: fresh metadata, no open.
-                        let result = result.map_err(open_error);
-                        self.opened_file(who, &req, result.map(|m| (file, m)));
+                    if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
+                        // A cached file: no open, metadata fresh (see filecache).
+                        match hit {
+                            Ok(h) => self.opened_hit(who, &req, h),
+                            Err(e) => self.opened_file(who, &req, Err(open_error(e)), None),
+                        }
                         return;
                     }
                     match self.mover.open(who, &req) {
@@ -837,14 +849,24 @@ impl<M: Mover> Worker<M> {
 
     fn opened(&mut self, who: Ticket, req: &OpenRequest, res: OpenResult) {
         let now = self.now;
+        let mut body = None;
         let res = res.map(|(fd, meta)| {
             let fd = Rc::new(fd);
             if meta.kind == FileKind::Regular {
-                self.files.insert(req.path.as_bytes(), fd.clone(), now);
+                body = self
+                    .files
+                    .insert(req.path.as_bytes(), fd.clone(), meta, now);
             }
             (fd, meta)
         });
-        self.opened_file(who, req, res);
+        self.opened_file(who, req, res, body);
+    }
+
+    fn opened_hit(&mut self, who: Ticket, req: &OpenRequest, hit: crate::filecache::Hit) {
+        let cfg = self.ctx.session_cfg.clone();
+        let mut resp = self.conn(who).session.opened(&cfg, req, Ok(hit.meta));
+        let inlined = hit.body.is_some_and(|b| inline_body(&mut resp, &b));
+        self.start_tx(who, resp, if inlined { None } else { hit.fd });
     }
 
     fn opened_file(
@@ -852,13 +874,17 @@ impl<M: Mover> Worker<M> {
         who: Ticket,
         req: &OpenRequest,
         res: Result<(Rc<OwnedFd>, FileMeta), OpenError>,
+        body: Option<Rc<[u8]>>,
     ) {
         let cfg = self.ctx.session_cfg.clone();
         let (file, result) = match res {
             Ok((fd, meta)) => (Some(fd), Ok(meta)),
             Err(e) => (None, Err(e)),
         };
-        let resp = self.conn(who).session.opened(&cfg, req, result);
+        let mut resp = self.conn(who).session.opened(&cfg, req, result);
+        if let Some(b) = body {
+            inline_body(&mut resp, &b);
+        }
         self.start_tx(who, resp, file);
     }
 

@@ -55,6 +55,23 @@ pub fn truncated() {
     eprintln!("spindle: a file was truncated while being sent; closing the connection");
 }
 
+/// Moves the body of a response into its head buffer when the file's
+/// whole contents are cached in memory (see `filecache`): the response
+/// then goes out as one send, with no file read. Returns whether it did.
+pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
+    let Some((off, len)) = resp.file else {
+        return false;
+    };
+    let (off, len) = (off as usize, len as usize);
+    let Some(bytes) = body.get(off..off.saturating_add(len)) else {
+        debug_assert!(false, "range beyond the cached body");
+        return false;
+    };
+    resp.head.extend_from_slice(bytes);
+    resp.file = None;
+    true
+}
+
 /// Makes an eventfd readable (adds 1 to its counter).
 pub fn signal_eventfd(fd: RawFd) {
     let one: u64 = 1;

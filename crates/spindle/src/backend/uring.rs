@@ -37,7 +37,8 @@ use spindle_core::response::FileKind;
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
 use super::{
-    truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT, TICK,
+    inline_body, truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
+    LINGER_TIMEOUT, TICK,
 };
 use crate::filecache::OpenFileCache;
 use crate::fs;
@@ -318,7 +319,11 @@ impl Worker {
             drain_deadline: None,
             rearm: Vec::new(),
             warned_emfile: false,
-            files: OpenFileCache::new(ctx.cfg.open_file_cache, ctx.cfg.open_file_cache_valid),
+            files: OpenFileCache::new(
+                ctx.cfg.open_file_cache,
+                ctx.cfg.open_file_cache_valid,
+                ctx.cfg.small_file_cache as usize,
+            ),
             ctx,
         };
         for bid in 0..RECV_BUF_COUNT {
@@ -438,6 +443,7 @@ impl Worker {
                 Err(e) => return Err(format!("io_uring_enter failed: {e}")),
             }
             self.now = Instant::now();
+            self.files.batch();
             cqes.clear();
             cqes.extend(
                 self.ring
@@ -634,15 +640,25 @@ impl Worker {
                 self.arm_recv(slot);
             }
             Step::Open(req) => {
-                // A cached descriptor: fresh metadata, no open.
-                if let Some((file, result)) = self.files.lookup(req.path.as_bytes(), now) {
-                    let result = result
-                        .map_err(|e| OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO)));
+                // A cached file: no open, metadata fresh (see filecache).
+                if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
                     let c = self.conn(slot);
-                    let resp = c.session.opened(&cfg, &req, result);
-                    if resp.file.is_some() {
-                        c.file = Some(file);
-                    }
+                    let resp = match hit {
+                        Ok(h) => {
+                            let mut resp = c.session.opened(&cfg, &req, Ok(h.meta));
+                            if !h.body.is_some_and(|b| inline_body(&mut resp, &b))
+                                && resp.file.is_some()
+                            {
+                                c.file = h.fd;
+                            }
+                            resp
+                        }
+                        Err(e) => c.session.opened(
+                            &cfg,
+                            &req,
+                            Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                        ),
+                    };
                     self.start_tx(slot, resp);
                     return;
                 }
@@ -778,6 +794,7 @@ impl Worker {
         let now = self.now;
         let pending = self.conn(slot).open.take().expect("open in flight");
         let mut file = None;
+        let mut body = None;
         let result = if res >= 0 {
             // SAFETY: OPENAT2 returned a new descriptor that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(res) };
@@ -785,8 +802,9 @@ impl Worker {
                 Ok(meta) => {
                     let fd = Rc::new(fd);
                     if meta.kind == FileKind::Regular {
-                        self.files
-                            .insert(pending.req.path.as_bytes(), fd.clone(), now);
+                        body =
+                            self.files
+                                .insert(pending.req.path.as_bytes(), fd.clone(), meta, now);
                     }
                     file = Some(fd);
                     Ok(meta)
@@ -801,8 +819,8 @@ impl Worker {
             self.maybe_release(slot);
             return;
         }
-        let resp = c.session.opened(&cfg, &pending.req, result);
-        if resp.file.is_some() {
+        let mut resp = c.session.opened(&cfg, &pending.req, result);
+        if !body.is_some_and(|b| inline_body(&mut resp, &b)) && resp.file.is_some() {
             c.file = file;
         }
         self.start_tx(slot, resp);
