@@ -404,6 +404,33 @@ mod tests {
     }
 
     #[test]
+    fn unwatched_files_are_fstated_on_every_lookup() {
+        let d = tmpdir("unwatched");
+        let t0 = Instant::now();
+        let mut c = OpenFileCache::new(100, Duration::from_secs(10), 1 << 20);
+        c.notify = None; // as when inotify is unavailable
+        let p = d.join("f");
+        std::fs::write(&p, b"one").unwrap();
+        let (fd, meta) = open(&p);
+        assert!(
+            c.insert(b"f", fd, meta, t0).is_none(),
+            "no contents unwatched"
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(b"two")
+            .unwrap();
+        let hit = c.lookup(b"f", t0).unwrap().unwrap();
+        assert_eq!(hit.meta.size, 6, "fresh metadata");
+        assert!(hit.body.is_none() && hit.fd.is_some());
+        std::fs::remove_file(&p).unwrap();
+        assert!(c.lookup(b"f", t0).is_none(), "link count 0 noticed");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn a_change_drops_the_entry_at_the_next_batch() {
         let d = tmpdir("change");
         let t0 = Instant::now();
