@@ -979,6 +979,7 @@ impl Worker {
     }
 
     fn on_read(&mut self, slot: u32, res: i32) {
+        let progress_deadline = self.now + self.ctx.cfg.send_timeout;
         let c = self.conn(slot);
         if c.phase == Phase::Closing {
             self.release_tx(slot);
@@ -997,9 +998,53 @@ impl Worker {
         }
         let tx = c.tx.as_mut().expect("tx");
         let n = res as u64;
+        let start = tx.file_off;
         tx.file_off += n;
         tx.file_left -= n;
         tx.buf_len += n as usize;
+        // A buffered READ leaves what it read in the page cache. Unless the
+        // chunk shares its buffer with the head, send it from there with
+        // sendfile (no second copy; the socket is non-blocking and the
+        // range is cached, so it cannot wait) and keep the buffer's copy
+        // only for what the socket would not take now, or for pages that
+        // were reclaimed in between.
+        if !tx.head_in_buf && tx.buf_sent == 0 && tx.buf_len == n as usize {
+            let file = c.file.as_ref().expect("file for body").as_raw_fd();
+            if fs::range_cached(file, start, n) == Some(true) {
+                let mut sent = 0u64;
+                while sent < n {
+                    let mut off = (start + sent) as libc::off_t;
+                    // SAFETY: sendfile reads `off` and writes it back; both
+                    // descriptors are owned by this connection.
+                    let r = unsafe { libc::sendfile(c.fd, file, &mut off, (n - sent) as usize) };
+                    if r > 0 {
+                        sent += r as u64;
+                        continue;
+                    }
+                    let err = std::io::Error::last_os_error().raw_os_error();
+                    if r < 0 && err == Some(libc::EAGAIN) {
+                        break;
+                    }
+                    // 0: the file shrank since the READ; else a socket error.
+                    if r == 0 {
+                        truncated();
+                    }
+                    self.abort(slot);
+                    return;
+                }
+                tx.buf_sent = sent as usize;
+                tx.body_sent += sent;
+                if sent > 0 {
+                    c.deadline = progress_deadline;
+                }
+                if sent == n {
+                    let b = tx.buf.take().expect("buffer");
+                    tx.buf_len = 0;
+                    tx.buf_sent = 0;
+                    self.give_pool_buf(b);
+                }
+            }
+        }
         self.pump(slot);
     }
 
