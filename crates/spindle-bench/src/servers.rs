@@ -16,10 +16,35 @@ use crate::sys;
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a server may take to exit after SIGTERM before it gets SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
-/// nginx `open_file_cache max=`: below the fd limit we give it (`worker_rlimit_nofile`).
-const NGINX_OPEN_FILE_CACHE: u32 = 20_000;
-/// File descriptors per server process (nginx `worker_rlimit_nofile`, lighttpd `max-fds`).
+/// nginx `open_file_cache max=` is this fraction of the fd limit it runs with, so that
+/// cached descriptors and the idle experiment's 10,000 connections fit together. (At
+/// 20,000, the limit itself, nginx ran out of descriptors mid-run and answered 500.)
+const NGINX_OPEN_FILE_CACHE_DIVISOR: u32 = 3;
+/// File descriptors we ask for per server process (nginx `worker_rlimit_nofile`,
+/// lighttpd `max-fds`); the hard limit may grant fewer (see [`server_nofile`]).
 const SERVER_NOFILE: u32 = 65_536;
+
+/// The fd limit servers actually get: [`SERVER_NOFILE`], or the hard limit if that is
+/// lower and cannot be raised (a container without CAP_SYS_RESOURCE: 20,000 here).
+pub fn server_nofile() -> u32 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live, writable rlimit for the duration of the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return SERVER_NOFILE;
+    }
+    let want = libc::rlimit {
+        rlim_cur: u64::from(SERVER_NOFILE),
+        rlim_max: u64::from(SERVER_NOFILE).max(lim.rlim_max),
+    };
+    // SAFETY: as above; raising our own hard limit needs CAP_SYS_RESOURCE and may fail.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+        return SERVER_NOFILE;
+    }
+    lim.rlim_max.min(u64::from(SERVER_NOFILE)) as u32
+}
 /// lighttpd's `server.max-fds` (a 16-bit setting: 65,536 wraps to 0 and lighttpd falls
 /// back to 4,096, which caps it at 2,048 connections).
 const LIGHTTPD_MAX_FDS: u32 = 2 * SERVER_CONNECTIONS;
@@ -207,6 +232,9 @@ pub struct Running {
 impl Running {
     pub fn start(server: &Server, setup: &ServerSetup) -> Result<Running> {
         let port = sys::free_port()?;
+        let nofile = server_nofile();
+        let ofc = nofile / NGINX_OPEN_FILE_CACHE_DIVISOR;
+        let lighttpd_fds = LIGHTTPD_MAX_FDS.min(nofile);
         let tmp = std::env::temp_dir().join(format!(
             "spindle-bench-{}-{}-{port}",
             server.name(),
@@ -241,11 +269,11 @@ impl Running {
                 let t = tmp.display();
                 let conf = format!(
                     "worker_processes {w};\ndaemon off;\nmaster_process on;\nuser root;\n\
-worker_rlimit_nofile {SERVER_NOFILE};\npid {t}/nginx.pid;\nerror_log {t}/error.log;\n\
+worker_rlimit_nofile {nofile};\npid {t}/nginx.pid;\nerror_log {t}/error.log;\n\
 events {{ worker_connections {SERVER_CONNECTIONS}; }}\n\
 http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n{aio}\
   keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
-  open_file_cache max={NGINX_OPEN_FILE_CACHE} inactive=60s;\n  open_file_cache_valid 60s;\n\
+  open_file_cache max={ofc} inactive=60s;\n  open_file_cache_valid 60s;\n\
   client_body_temp_path {t}/body;\n  proxy_temp_path {t}/proxy;\n  fastcgi_temp_path {t}/fastcgi;\n\
   uwsgi_temp_path {t}/uwsgi;\n  scgi_temp_path {t}/scgi;\n\
   server {{ listen 127.0.0.1:{port} backlog=4096; root {root}; }}\n}}\n"
@@ -268,7 +296,7 @@ http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile
             Server::Lighttpd => {
                 let conf = format!(
                     "server.document-root = \"{root}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
-server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {LIGHTTPD_MAX_FDS}\n\
+server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {lighttpd_fds}\n\
 server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserver.max-read-idle = 300\n",
                     tmp.display()
                 );
@@ -303,7 +331,7 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(format!(
-                "ulimit -n {SERVER_NOFILE} 2>/dev/null; if [ -n \"$0\" ]; then echo $$ > \"$0\" || exit 1; fi; exec \"$@\""
+                "ulimit -n {nofile} 2>/dev/null; if [ -n \"$0\" ]; then echo $$ > \"$0\" || exit 1; fi; exec \"$@\""
             ))
             .arg(procs)
             .args(&argv);
