@@ -346,6 +346,15 @@ mod tests {
         (Rc::new(fd), meta)
     }
 
+    fn append(path: &std::path::Path, bytes: &[u8]) {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+    }
+
     fn tmpdir(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("spindle-fc-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -416,12 +425,7 @@ mod tests {
             c.insert(b"f", fd, meta, t0).is_none(),
             "no contents unwatched"
         );
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .unwrap()
-            .write_all(b"two")
-            .unwrap();
+        append(&p, b"two");
         let hit = c.lookup(b"f", t0).unwrap().unwrap();
         assert_eq!(hit.meta.size, 6, "fresh metadata");
         assert!(hit.body.is_none() && hit.fd.is_some());
@@ -444,12 +448,7 @@ mod tests {
         c.insert(b"g", fd2, meta2, t0);
         c.batch();
         assert!(c.lookup(b"f", t0).is_some());
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .unwrap()
-            .write_all(b"two")
-            .unwrap();
+        append(&p, b"two");
         c.batch();
         assert!(c.lookup(b"f", t0).is_none(), "write noticed");
         assert!(

@@ -818,8 +818,8 @@ impl<M: Mover> Worker<M> {
                     if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
                         // A cached file: no open, metadata fresh (see filecache).
                         match hit {
-                            Ok(h) => self.opened_hit(who, &req, h),
-                            Err(e) => self.opened_file(who, &req, Err(open_error(e)), None),
+                            Ok(h) => self.opened_file(who, &req, h.fd, Ok(h.meta), h.body),
+                            Err(e) => self.opened_file(who, &req, None, Err(open_error(e)), None),
                         }
                         return;
                     }
@@ -849,38 +849,33 @@ impl<M: Mover> Worker<M> {
 
     fn opened(&mut self, who: Ticket, req: &OpenRequest, res: OpenResult) {
         let now = self.now;
-        let mut body = None;
-        let res = res.map(|(fd, meta)| {
-            let fd = Rc::new(fd);
-            if meta.kind == FileKind::Regular {
-                body = self
-                    .files
-                    .insert(req.path.as_bytes(), fd.clone(), meta, now);
+        match res {
+            Ok((fd, meta)) => {
+                let fd = Rc::new(fd);
+                let body = if meta.kind == FileKind::Regular {
+                    self.files
+                        .insert(req.path.as_bytes(), fd.clone(), meta, now)
+                } else {
+                    None
+                };
+                self.opened_file(who, req, Some(fd), Ok(meta), body);
             }
-            (fd, meta)
-        });
-        self.opened_file(who, req, res, body);
+            Err(e) => self.opened_file(who, req, None, Err(e), None),
+        }
     }
 
-    fn opened_hit(&mut self, who: Ticket, req: &OpenRequest, hit: crate::filecache::Hit) {
-        let cfg = self.ctx.session_cfg.clone();
-        let mut resp = self.conn(who).session.opened(&cfg, req, Ok(hit.meta));
-        let inlined = hit.body.is_some_and(|b| inline_body(&mut resp, &b));
-        self.start_tx(who, resp, if inlined { None } else { hit.fd });
-    }
-
+    /// The session's answer to an open (from the cache or the mover), sent:
+    /// a small file's cached bytes go in the head (start_tx then drops the
+    /// descriptor, as there is no file range left).
     fn opened_file(
         &mut self,
         who: Ticket,
         req: &OpenRequest,
-        res: Result<(Rc<OwnedFd>, FileMeta), OpenError>,
+        file: Option<Rc<OwnedFd>>,
+        result: Result<FileMeta, OpenError>,
         body: Option<Rc<[u8]>>,
     ) {
         let cfg = self.ctx.session_cfg.clone();
-        let (file, result) = match res {
-            Ok((fd, meta)) => (Some(fd), Ok(meta)),
-            Err(e) => (None, Err(e)),
-        };
         let mut resp = self.conn(who).session.opened(&cfg, req, result);
         if let Some(b) = body {
             inline_body(&mut resp, &b);

@@ -36,6 +36,7 @@ use spindle_core::accesslog;
 use spindle_core::response::FileKind;
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
+use super::epoll::{self, Stop};
 use super::{
     inline_body, truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
     LINGER_TIMEOUT, TICK,
@@ -642,24 +643,16 @@ impl Worker {
             Step::Open(req) => {
                 // A cached file: no open, metadata fresh (see filecache).
                 if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
-                    let c = self.conn(slot);
-                    let resp = match hit {
-                        Ok(h) => {
-                            let mut resp = c.session.opened(&cfg, &req, Ok(h.meta));
-                            if !h.body.is_some_and(|b| inline_body(&mut resp, &b))
-                                && resp.file.is_some()
-                            {
-                                c.file = h.fd;
-                            }
-                            resp
-                        }
-                        Err(e) => c.session.opened(
-                            &cfg,
+                    match hit {
+                        Ok(h) => self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body),
+                        Err(e) => self.respond_opened(
+                            slot,
                             &req,
                             Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                            None,
+                            None,
                         ),
-                    };
-                    self.start_tx(slot, resp);
+                    }
                     return;
                 }
                 let c = self.conn(slot);
@@ -790,7 +783,6 @@ impl Worker {
     }
 
     fn on_open(&mut self, slot: u32, res: i32) {
-        let cfg = self.ctx.session_cfg.clone();
         let now = self.now;
         let pending = self.conn(slot).open.take().expect("open in flight");
         let mut file = None;
@@ -819,7 +811,22 @@ impl Worker {
             self.maybe_release(slot);
             return;
         }
-        let mut resp = c.session.opened(&cfg, &pending.req, result);
+        self.respond_opened(slot, &pending.req, result, file, body);
+    }
+
+    /// The session's answer to an open (from the cache or the ring), sent:
+    /// a small file's cached bytes go in the head, else the connection
+    /// keeps the descriptor for the body.
+    fn respond_opened(
+        &mut self,
+        slot: u32,
+        req: &OpenRequest,
+        result: Result<spindle_core::FileMeta, OpenError>,
+        file: Option<Rc<OwnedFd>>,
+        body: Option<Rc<[u8]>>,
+    ) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let mut resp = c.session.opened(&self.ctx.session_cfg, req, result);
         if !body.is_some_and(|b| inline_body(&mut resp, &b)) && resp.file.is_some() {
             c.file = file;
         }
@@ -869,24 +876,13 @@ impl Worker {
             let n = (chunk as u64).min(tx.file_left);
             if fs::range_cached(file, tx.file_off, n) == Some(true) {
                 first_cached = true;
-                let h = &tx.resp.head;
-                // SAFETY: `h` is owned by the response and outlives this
-                // synchronous call; the socket is non-blocking.
-                let r = unsafe {
-                    libc::send(
-                        fd,
-                        h.as_ptr().cast(),
-                        h.len(),
-                        libc::MSG_MORE | libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                    )
-                };
-                if r > 0 {
-                    tx.head_sent = r as usize;
-                } else if r < 0
-                    && std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
-                {
-                    self.abort(slot);
-                    return;
+                match epoll::send_two(fd, &tx.resp.head, &[], true) {
+                    Ok(n) => tx.head_sent = n,
+                    Err(Stop::Full) => {}
+                    Err(Stop::Fail) => {
+                        self.abort(slot);
+                        return;
+                    }
                 }
             }
         }
@@ -1047,24 +1043,21 @@ impl Worker {
             if fs::range_cached(file, start, n) == Some(true) {
                 let mut sent = 0u64;
                 while sent < n {
-                    let mut off = (start + sent) as libc::off_t;
-                    // SAFETY: sendfile reads `off` and writes it back; both
-                    // descriptors are owned by this connection.
-                    let r = unsafe { libc::sendfile(c.fd, file, &mut off, (n - sent) as usize) };
-                    if r > 0 {
-                        sent += r as u64;
-                        continue;
+                    let mut off = start + sent;
+                    match epoll::sendfile(c.fd, file, &mut off, n - sent) {
+                        Ok(0) => {
+                            // The file shrank since the READ.
+                            truncated();
+                            self.abort(slot);
+                            return;
+                        }
+                        Ok(r) => sent += r as u64,
+                        Err(libc::EAGAIN) => break,
+                        Err(_) => {
+                            self.abort(slot);
+                            return;
+                        }
                     }
-                    let err = std::io::Error::last_os_error().raw_os_error();
-                    if r < 0 && err == Some(libc::EAGAIN) {
-                        break;
-                    }
-                    // 0: the file shrank since the READ; else a socket error.
-                    if r == 0 {
-                        truncated();
-                    }
-                    self.abort(slot);
-                    return;
                 }
                 tx.buf_sent = sent as usize;
                 tx.body_sent += sent;
