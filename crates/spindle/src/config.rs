@@ -62,6 +62,27 @@ impl BackendKind {
     }
 }
 
+/// What the io-uring backend does with a file's first page-cache miss
+/// (see `recent.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FirstMiss {
+    /// Read it with O_DIRECT: a file used once stays out of the page cache
+    /// and the open-file cache; its second use (while remembered) caches it.
+    Direct,
+    /// Read it through the page cache, like nginx and lighttpd.
+    Cache,
+}
+
+impl FirstMiss {
+    pub fn name(self) -> &'static str {
+        match self {
+            FirstMiss::Direct => "direct",
+            FirstMiss::Cache => "cache",
+        }
+    }
+}
+
 /// spindle: a static-file HTTP/1.1 server built on asynchronous I/O.
 #[derive(Debug, Parser)]
 #[command(name = "spindle", version, about, long_about = None)]
@@ -122,6 +143,9 @@ pub struct Cli {
     /// Bytes of small files (up to 16 KiB each) the open-file cache keeps in memory, per worker; 0 disables [default: 16m]
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub small_file_cache: Option<u64>,
+    /// io-uring: a file's first page-cache miss is read with O_DIRECT (direct) or through the page cache (cache) [default: direct]
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub first_miss: Option<FirstMiss>,
 }
 
 /// The config file: the same keys as the long options.
@@ -146,6 +170,7 @@ struct FileConfig {
     open_file_cache: Option<usize>,
     open_file_cache_valid: Option<f64>,
     small_file_cache: Option<SizeValue>,
+    first_miss: Option<FirstMiss>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,6 +203,7 @@ pub struct Config {
     pub open_file_cache: usize,
     pub open_file_cache_valid: Duration,
     pub small_file_cache: u64,
+    pub first_miss: FirstMiss,
 }
 
 /// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
@@ -355,6 +381,10 @@ impl Config {
                     .unwrap_or(DEFAULT_OPEN_FILE_CACHE_VALID_SECS),
             )?,
             small_file_cache,
+            first_miss: cli
+                .first_miss
+                .or(file.first_miss)
+                .unwrap_or(FirstMiss::Direct),
         })
     }
 

@@ -89,15 +89,43 @@ impl Root {
 /// `EAGAIN` instead of completing them asynchronously. An open
 /// descriptor's inode is in memory, so this never waits for the disk.
 pub fn inspect_opened(fd: RawFd) -> io::Result<FileMeta> {
-    let meta = file_meta(fd)?;
+    inspect_opened_dev(fd).map(|(meta, _)| meta)
+}
+
+/// [`inspect_opened`], and the device the file lives on (with the inode,
+/// what identifies the file for [`crate::recent::RecentFiles`]).
+pub fn inspect_opened_dev(fd: RawFd) -> io::Result<(FileMeta, u64)> {
+    let (meta, _, dev) = stat(fd)?;
     if meta.kind == FileKind::Regular {
         // SAFETY: fcntl on a descriptor the caller owns; no pointers.
         if unsafe { libc::fcntl(fd, libc::F_SETFL, 0) } < 0 {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(meta)
+    Ok((meta, dev))
 }
+
+/// Turns `O_DIRECT` on or off for an open regular file (`fcntl(F_SETFL)`;
+/// `O_NONBLOCK` was already cleared by [`inspect_opened`]). Reads then
+/// bypass the page cache: they go from the disk straight into the caller's
+/// buffer, whose address, offset and length must be multiples of the file
+/// system's alignment ([`DIRECT_ALIGN`] satisfies every block size up to
+/// 4 KiB). Fails with `EINVAL` where the file system has no direct I/O.
+///
+/// The flag belongs to the open file description, so it must only be set
+/// on a descriptor nothing else uses: `sendfile` from an `O_DIRECT` file
+/// reads the disk synchronously.
+pub fn set_direct(fd: RawFd, on: bool) -> io::Result<()> {
+    let flags = if on { libc::O_DIRECT } else { 0 };
+    // SAFETY: fcntl on a descriptor the caller owns; no pointers.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Alignment of `O_DIRECT` reads: buffer address, file offset and length.
+pub const DIRECT_ALIGN: usize = 4096;
 
 /// `fstat` of an open file, as the core wants it.
 pub fn file_meta(fd: RawFd) -> io::Result<FileMeta> {
@@ -108,6 +136,11 @@ pub fn file_meta(fd: RawFd) -> io::Result<FileMeta> {
 /// renamed over, which tells a cached descriptor is no longer what its
 /// path names.
 pub fn file_meta_nlink(fd: RawFd) -> io::Result<(FileMeta, u64)> {
+    stat(fd).map(|(m, nlink, _)| (m, nlink))
+}
+
+/// `fstat`: the core's metadata, the link count and the device.
+fn stat(fd: RawFd) -> io::Result<(FileMeta, u64, u64)> {
     // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a live, writable stat buffer for the duration of the call.
@@ -126,7 +159,7 @@ pub fn file_meta_nlink(fd: RawFd) -> io::Result<(FileMeta, u64)> {
         ino: st.st_ino,
         kind,
     };
-    Ok((meta, st.st_nlink))
+    Ok((meta, st.st_nlink, st.st_dev))
 }
 
 /// Whether every page of `[offset, offset + len)` of `fd` is in the page

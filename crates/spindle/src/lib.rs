@@ -7,4 +7,5 @@ pub mod config;
 pub mod filecache;
 pub mod fs;
 pub mod net;
+pub mod recent;
 pub mod server;

@@ -10,6 +10,7 @@ use crate::backend::{self, ShutdownSignal, WorkerContext};
 use crate::config::{BackendKind, Config};
 use crate::fs::Root;
 use crate::net;
+use crate::recent::{self, RecentFiles};
 
 /// Runs the server until it is told to stop. Returns a one-line error for
 /// the user on failure to start.
@@ -78,6 +79,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 
     let cfg = Arc::new(cfg);
     let session_cfg = Arc::new(cfg.session_config());
+    let recent = Arc::new(RecentFiles::for_memory(recent::memory_budget()));
     let flag = Arc::new(AtomicBool::new(false));
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
@@ -97,6 +99,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             cfg: cfg.clone(),
             session_cfg: session_cfg.clone(),
             log: log.clone(),
+            recent: recent.clone(),
             shutdown: ShutdownSignal {
                 flag: flag.clone(),
                 eventfd: efd.as_raw_fd(),

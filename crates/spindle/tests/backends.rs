@@ -309,8 +309,10 @@ struct ColdRoot {
 }
 
 impl ColdRoot {
-    fn new() -> ColdRoot {
-        let dir = disk_dir().join(format!("spindle-cold-{}", std::process::id()));
+    /// A fresh directory of the test files; `tag` keeps the roots of tests
+    /// running in parallel apart.
+    fn new(tag: &str) -> ColdRoot {
+        let dir = disk_dir().join(format!("spindle-cold-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         // Sizes that are not multiples of 512 or 4096, so every O_DIRECT
@@ -397,7 +399,7 @@ fn fetch_slowly(srv: &Server, target: &str, range: &str, slow: usize) -> Vec<u8>
 
 #[test]
 fn cold_cache_bodies_are_correct() {
-    let root = ColdRoot::new();
+    let root = ColdRoot::new("bodies");
     let ftype = fs_type(&root.dir);
     let real_disk = [EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC].contains(&ftype);
     for b in backends() {
@@ -493,6 +495,107 @@ fn cold_cache_bodies_are_correct() {
         }
         assert!(srv.terminate().success(), "{b}");
     }
+}
+
+/// io-uring's admission policy (recent.rs): a file's first use reads what
+/// misses the page cache with O_DIRECT and leaves the cache cold; its
+/// second use reads through the page cache and fills it; with
+/// `--first-miss cache` the first use fills it already. Every body is
+/// checked, including ranges that start and end inside a block (the
+/// O_DIRECT read then starts early and the head goes in front of the
+/// wanted bytes).
+#[test]
+fn io_uring_first_use_bypasses_the_page_cache_and_second_use_fills_it() {
+    let root = ColdRoot::new("admission");
+    if ![EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC].contains(&fs_type(&root.dir)) {
+        eprintln!(
+            "SKIPPED: {} is not ext4/xfs/btrfs, so the page cache cannot show O_DIRECT",
+            root.dir.display()
+        );
+        return;
+    }
+    let cached_fraction = |name: &str| {
+        let (cached, pages) = cached_pages(&root.dir.join(name)).expect("cachestat");
+        cached as f64 / pages as f64
+    };
+    let check = |srv: &Server, name: &str, range: Option<(usize, usize)>| {
+        let data = root.data(name);
+        let r = fetch(
+            srv,
+            &format!("/{name}"),
+            range.map(|(a, b)| format!("{a}-{b}")).as_deref(),
+        );
+        let want = match range {
+            None => data,
+            Some((a, b)) => &data[a..=b.min(data.len() - 1)],
+        };
+        assert!(
+            r.status == 200 || r.status == 206,
+            "{name} {range:?}: {}",
+            r.status
+        );
+        assert!(
+            r.body == want,
+            "{name} {range:?}: wrong body ({} bytes)",
+            r.body.len()
+        );
+    };
+    let srv = Server::start(
+        "io-uring",
+        &root.dir,
+        &["--workers", "1", "--chunk-size", "128k"],
+    );
+    root.evict_all();
+    // First use: whole files, small (one READ behind the head) and large
+    // (chunks of 128 KiB), all with sizes that end inside a block.
+    for name in ["b", "c", "d", "e"] {
+        check(&srv, name, None);
+        assert!(
+            cached_fraction(name) < 0.25,
+            "first use of /{name} filled the page cache ({:.0}%)",
+            100.0 * cached_fraction(name)
+        );
+    }
+    // Second use: through the page cache, which keeps the file.
+    for name in ["d", "e"] {
+        check(&srv, name, None);
+        assert!(
+            cached_fraction(name) > 0.9,
+            "second use of /{name} left the page cache cold ({:.0}%)",
+            100.0 * cached_fraction(name)
+        );
+    }
+    // Unaligned ranges, each on the first use of its file.
+    for (name, range) in [
+        ("f", (1000, 2_100_000)),
+        ("big", (33_554_431, 33_620_000)),
+        ("a", (0, 0)),
+    ] {
+        check(&srv, name, Some(range));
+    }
+    assert!(
+        cached_fraction("f") < 0.25,
+        "a first-use range filled the cache"
+    );
+    let err = srv.stderr();
+    assert!(
+        !err.contains("O_DIRECT") && !err.contains("truncated"),
+        "{err}"
+    );
+
+    // The nginx-like policy: every miss goes through the page cache.
+    let srv = Server::start(
+        "io-uring",
+        &root.dir,
+        &["--workers", "1", "--first-miss", "cache"],
+    );
+    root.evict_all();
+    check(&srv, "e", None);
+    assert!(
+        cached_fraction("e") > 0.9,
+        "--first-miss cache: the first use left the page cache cold ({:.0}%)",
+        100.0 * cached_fraction("e")
+    );
 }
 
 #[test]

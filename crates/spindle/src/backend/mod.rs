@@ -23,6 +23,7 @@ use spindle_core::SessionConfig;
 use crate::accesslog::AccessLog;
 use crate::config::{BackendKind, Config};
 use crate::fs::Root;
+use crate::recent::RecentFiles;
 
 pub mod epoll;
 pub mod linux_aio;
@@ -89,6 +90,8 @@ pub struct WorkerContext {
     pub cfg: Arc<Config>,
     pub session_cfg: Arc<SessionConfig>,
     pub log: AccessLog,
+    /// Files opened recently, shared by all workers (the second-use test).
+    pub recent: Arc<RecentFiles>,
     pub shutdown: ShutdownSignal,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,

@@ -41,6 +41,7 @@ use super::{
     inline_body, truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
     LINGER_TIMEOUT, TICK,
 };
+use crate::config::FirstMiss;
 use crate::filecache::OpenFileCache;
 use crate::fs;
 use crate::net;
@@ -137,17 +138,83 @@ struct PendingOpen {
 struct Tx {
     resp: Response,
     head_sent: usize,
-    /// The head travels in the chunk buffer with the first file bytes.
+    /// The unsent rest of the head sits in the chunk buffer, in front of
+    /// the file bytes (so that one SEND carries both).
     head_in_buf: bool,
+    /// The next file byte to fetch, and how many are left to fetch.
     file_off: u64,
     file_left: u64,
     body_sent: u64,
+    /// A body under [`SENDFILE_MIN`]: read into the buffer behind the head
+    /// (no `cachestat`, no `sendfile`).
+    small: bool,
+    /// The descriptor is this response's alone and the file was not used
+    /// recently: what misses the page cache is read with `O_DIRECT`.
+    first_use: bool,
+    /// `O_DIRECT` is set on the descriptor: every later chunk is read
+    /// into the buffer (no `sendfile` from this descriptor).
+    direct: bool,
     /// Pool buffer held by this response.
     buf: Option<u32>,
-    buf_len: usize,
-    buf_sent: usize,
+    /// Bytes of the buffer still to send: `buf_pos..buf_end`.
+    buf_pos: usize,
+    buf_end: usize,
+    /// The READ in flight: block-alignment bytes before the wanted ones,
+    /// and how many are wanted.
+    read_skip: usize,
+    read_want: usize,
     /// Queued in `pool_waiters` for a chunk buffer.
     waiting: bool,
+}
+
+/// A chunk buffer of `HEAD_RESERVE + chunk_size` bytes whose start is
+/// aligned to [`fs::DIRECT_ALIGN`], so an `O_DIRECT` read may land at
+/// `HEAD_RESERVE`. The heap block does not move when the value does, so a
+/// pointer handed to the kernel stays valid while the pool holds it.
+struct ChunkBuf {
+    mem: Box<[u8]>,
+    start: usize,
+    len: usize,
+}
+
+impl ChunkBuf {
+    fn new(len: usize) -> ChunkBuf {
+        let mem = vec![0u8; len + fs::DIRECT_ALIGN].into_boxed_slice();
+        let start = mem.as_ptr().align_offset(fs::DIRECT_ALIGN);
+        assert!(start < fs::DIRECT_ALIGN);
+        ChunkBuf { mem, start, len }
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.mem[self.start..self.start + self.len]
+    }
+
+    fn get_mut(&mut self) -> &mut [u8] {
+        &mut self.mem[self.start..self.start + self.len]
+    }
+}
+
+/// Sets `O_DIRECT` on a response's own descriptor; if the file system has
+/// no direct I/O, the response reads through the page cache instead.
+fn go_direct(file: RawFd, tx: &mut Tx) {
+    debug_assert!(tx.first_use && !tx.direct);
+    match fs::set_direct(file, true) {
+        Ok(()) => tx.direct = true,
+        Err(e) => {
+            warn_direct(&e);
+            tx.first_use = false;
+        }
+    }
+}
+
+/// Says once per process that `O_DIRECT` reads fell back to the page cache.
+fn warn_direct(e: &std::io::Error) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "spindle: O_DIRECT refused by the file system ({e}); files used once are read through the page cache"
+        );
+    }
 }
 
 struct Conn {
@@ -165,6 +232,9 @@ struct Conn {
     deadline: Instant,
     open: Option<Box<PendingOpen>>,
     file: Option<Rc<OwnedFd>>,
+    /// `file` was opened for this request and kept out of the open-file
+    /// cache: the file's first use (see recent.rs).
+    first_use: bool,
     tx: Option<Tx>,
     lingered: usize,
 }
@@ -185,7 +255,7 @@ struct Worker {
     br_layout: std::alloc::Layout,
     br_tail: u16,
     // Chunk buffer pool.
-    pool: Vec<Box<[u8]>>,
+    pool: Vec<ChunkBuf>,
     pool_free: Vec<u32>,
     pool_limit: usize,
     pool_waiters: VecDeque<u32>,
@@ -592,6 +662,7 @@ impl Worker {
             deadline: self.now + self.ctx.cfg.keepalive_timeout,
             open: None,
             file: None,
+            first_use: false,
             tx: None,
             lingered: 0,
         });
@@ -644,11 +715,12 @@ impl Worker {
                 // A cached file: no open, metadata fresh (see filecache).
                 if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
                     match hit {
-                        Ok(h) => self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body),
+                        Ok(h) => self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body, None),
                         Err(e) => self.respond_opened(
                             slot,
                             &req,
                             Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                            None,
                             None,
                             None,
                         ),
@@ -783,22 +855,18 @@ impl Worker {
     }
 
     fn on_open(&mut self, slot: u32, res: i32) {
-        let now = self.now;
         let pending = self.conn(slot).open.take().expect("open in flight");
         let mut file = None;
-        let mut body = None;
+        let mut fresh = None;
         let result = if res >= 0 {
             // SAFETY: OPENAT2 returned a new descriptor that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(res) };
-            match fs::inspect_opened(fd.as_raw_fd()) {
-                Ok(meta) => {
-                    let fd = Rc::new(fd);
+            match fs::inspect_opened_dev(fd.as_raw_fd()) {
+                Ok((meta, dev)) => {
+                    file = Some(Rc::new(fd));
                     if meta.kind == FileKind::Regular {
-                        body =
-                            self.files
-                                .insert(pending.req.path.as_bytes(), fd.clone(), meta, now);
+                        fresh = Some((meta, dev));
                     }
-                    file = Some(fd);
                     Ok(meta)
                 }
                 Err(e) => Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
@@ -811,24 +879,43 @@ impl Worker {
             self.maybe_release(slot);
             return;
         }
-        self.respond_opened(slot, &pending.req, result, file, body);
+        self.respond_opened(slot, &pending.req, result, file, None, fresh);
     }
 
-    /// The session's answer to an open (from the cache or the ring), sent:
-    /// a small file's cached bytes go in the head, else the connection
-    /// keeps the descriptor for the body.
+    /// The session's answer to an open, sent. `body`: a small file's bytes
+    /// from the open-file cache, which go in the head; otherwise the
+    /// connection keeps the descriptor for the body. `fresh`: the file was
+    /// just opened (not from the cache); a second use (see recent.rs)
+    /// enters the open-file cache, a first use keeps its descriptor to
+    /// itself so that a page-cache miss may read it with O_DIRECT.
     fn respond_opened(
         &mut self,
         slot: u32,
         req: &OpenRequest,
         result: Result<spindle_core::FileMeta, OpenError>,
         file: Option<Rc<OwnedFd>>,
-        body: Option<Rc<[u8]>>,
+        mut body: Option<Rc<[u8]>>,
+        fresh: Option<(spindle_core::FileMeta, u64)>,
     ) {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let mut resp = c.session.opened(&self.ctx.session_cfg, req, result);
+        let mut first_use = false;
+        if let (Some((meta, dev)), Some(fd)) = (fresh, &file) {
+            let bytes = resp.file.map_or(0, |(_, n)| n);
+            let again = self.ctx.cfg.first_miss == FirstMiss::Cache
+                || self.ctx.recent.used(dev, meta.ino, bytes);
+            if again {
+                body = self
+                    .files
+                    .insert(req.path.as_bytes(), fd.clone(), meta, self.now);
+            } else {
+                first_use = true;
+            }
+        }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
         if !body.is_some_and(|b| inline_body(&mut resp, &b)) && resp.file.is_some() {
             c.file = file;
+            c.first_use = first_use;
         }
         self.start_tx(slot, resp);
     }
@@ -842,18 +929,24 @@ impl Worker {
         c.phase = Phase::Sending;
         c.deadline = now + send_timeout;
         let (file_off, file_left) = resp.file.unwrap_or((0, 0));
-        let head_in_buf =
-            file_left > 0 && file_left < SENDFILE_MIN && resp.head.len() <= HEAD_RESERVE;
+        // O_DIRECT belongs to the open file description: only a
+        // descriptor that nothing else holds may have it.
+        let first_use = c.first_use && c.file.as_ref().is_some_and(|f| Rc::strong_count(f) == 1);
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
-            head_in_buf,
+            head_in_buf: false,
             file_off,
             file_left,
             body_sent: 0,
+            small: file_left < SENDFILE_MIN,
+            first_use,
+            direct: false,
             buf: None,
-            buf_len: 0,
-            buf_sent: 0,
+            buf_pos: 0,
+            buf_end: 0,
+            read_skip: 0,
+            read_want: 0,
             waiting: false,
         });
         self.pump(slot);
@@ -865,76 +958,103 @@ impl Worker {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let fd = c.fd;
         let tx = c.tx.as_mut().expect("response in progress");
-        // 0. A head followed by a first chunk that is in the page cache:
-        //    the chunk will go out by sendfile right here, so the head goes
-        //    first by a direct send (MSG_MORE: it joins the file bytes in
-        //    one segment), saving a ring round trip per response. A short
-        //    or refused send leaves the rest to step 1.
-        let mut first_cached = false;
-        if !tx.head_in_buf && tx.head_sent == 0 && tx.file_left > 0 {
-            let file = c.file.as_ref().expect("file for body").as_raw_fd();
-            let n = (chunk as u64).min(tx.file_left);
-            if fs::range_cached(file, tx.file_off, n) == Some(true) {
-                first_cached = true;
-                match epoll::send_two(fd, &tx.resp.head, &[], true) {
-                    Ok(n) => tx.head_sent = n,
-                    Err(Stop::Full) => {}
-                    Err(Stop::Fail) => {
-                        self.abort(slot);
-                        return;
-                    }
-                }
-            }
-        }
-        // 1. A head that does not travel with file bytes.
-        if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+        let buffered = tx.buf_pos < tx.buf_end;
+        // 1. The head alone: when no file bytes follow, or when file bytes
+        //    wait in the buffer without it (it did not fit in front).
+        if tx.head_sent < tx.resp.head.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered) {
             let h = &tx.resp.head[tx.head_sent..];
+            let more = if tx.file_left > 0 || buffered {
+                libc::MSG_MORE
+            } else {
+                0
+            };
             let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
-                .flags(libc::MSG_NOSIGNAL | if tx.file_left > 0 { libc::MSG_MORE } else { 0 })
+                .flags(libc::MSG_NOSIGNAL | more)
                 .build();
             self.push_conn(slot, Op::Send, sqe);
             return;
         }
-        // 2. Bytes in the chunk buffer not yet sent.
-        if let Some(b) = tx.buf {
-            if tx.buf_sent < tx.buf_len {
-                let p = &self.pool[b as usize][tx.buf_sent..tx.buf_len];
-                let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
-                let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), p.len() as u32)
-                    .flags(libc::MSG_NOSIGNAL | more)
-                    .build();
-                self.push_conn(slot, Op::Send, sqe);
-                return;
-            }
+        // 2. Bytes in the chunk buffer, the rest of the head leading them.
+        if buffered {
+            let b = tx.buf.expect("buffered bytes without a buffer");
+            let p = &self.pool[b as usize].get()[tx.buf_pos..tx.buf_end];
+            let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
+            let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), p.len() as u32)
+                .flags(libc::MSG_NOSIGNAL | more)
+                .build();
+            self.push_conn(slot, Op::Send, sqe);
+            return;
         }
-        // 3. The next chunk of the file: straight from the page cache with
-        //    sendfile when it is all there (never waits for the disk) ...
-        if tx.file_left > 0 && !tx.head_in_buf && tx.buf.is_none() {
+        // 3. Done.
+        if tx.file_left == 0 {
+            self.finish_tx(slot);
+            return;
+        }
+        // 4. The next chunk straight from the page cache with sendfile,
+        //    when all of it is there (so it never waits for the disk). Not
+        //    for small bodies (one READ into the buffer behind the head and
+        //    one SEND are cheaper), not once the descriptor is O_DIRECT
+        //    (sendfile would then read the disk synchronously), and not
+        //    while the response holds a buffer (its chunks have been
+        //    missing the cache).
+        if !tx.small && !tx.direct && tx.buf.is_none() {
             let file = c.file.as_ref().expect("file for body").as_raw_fd();
             loop {
                 let n = (chunk as u64).min(tx.file_left);
-                if !std::mem::take(&mut first_cached)
-                    && fs::range_cached(file, tx.file_off, n) != Some(true)
-                {
+                if fs::range_cached(file, tx.file_off, n) != Some(true) {
                     break;
                 }
-                let mut off = tx.file_off as libc::off_t;
-                // SAFETY: sendfile reads `off` and writes it back; both
-                // descriptors are owned by this connection. The socket is
-                // non-blocking and the range is cached, so it cannot wait.
-                let r = unsafe { libc::sendfile(fd, file, &mut off, n as usize) };
-                if r > 0 {
-                    let r = r as u64;
-                    tx.file_off += r;
-                    tx.file_left -= r;
-                    tx.body_sent += r;
-                    c.deadline = self.now + self.ctx.cfg.send_timeout;
-                    if tx.file_left == 0 {
-                        self.finish_tx(slot);
+                if tx.head_sent < tx.resp.head.len() {
+                    // The head goes first by a direct send (MSG_MORE: it
+                    // joins the file bytes in one segment), saving a ring
+                    // round trip; if the socket is full, by the ring, which
+                    // waits for space (and then this step runs again).
+                    match epoll::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                        Ok(k) => tx.head_sent += k,
+                        Err(Stop::Full) => {}
+                        Err(Stop::Fail) => {
+                            self.abort(slot);
+                            return;
+                        }
+                    }
+                    if tx.head_sent < tx.resp.head.len() {
+                        let h = &tx.resp.head[tx.head_sent..];
+                        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+                            .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
+                            .build();
+                        self.push_conn(slot, Op::Send, sqe);
                         return;
                     }
-                    if r < n {
-                        // The socket buffer is full: wait until it drains.
+                }
+                let mut off = tx.file_off;
+                match epoll::sendfile(fd, file, &mut off, n) {
+                    Ok(0) => {
+                        // The file shrank under us (see on_read).
+                        truncated();
+                        self.abort(slot);
+                        return;
+                    }
+                    Ok(r) => {
+                        let r = r as u64;
+                        tx.file_off += r;
+                        tx.file_left -= r;
+                        tx.body_sent += r;
+                        c.deadline = self.now + self.ctx.cfg.send_timeout;
+                        if tx.file_left == 0 {
+                            self.finish_tx(slot);
+                            return;
+                        }
+                        if r < n {
+                            // The socket buffer is full: wait until it drains.
+                            self.push_conn(
+                                slot,
+                                Op::PollOut,
+                                opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                            );
+                            return;
+                        }
+                    }
+                    Err(libc::EAGAIN) => {
                         self.push_conn(
                             slot,
                             Op::PollOut,
@@ -942,109 +1062,133 @@ impl Worker {
                         );
                         return;
                     }
-                    continue;
-                }
-                let err = if r == 0 {
-                    0
-                } else {
-                    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-                };
-                if err == libc::EAGAIN {
-                    self.push_conn(
-                        slot,
-                        Op::PollOut,
-                        opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
-                    );
-                    return;
-                }
-                // 0: the file shrank under us (see on_read); else a socket error.
-                if r == 0 {
-                    truncated();
-                }
-                self.abort(slot);
-                return;
-            }
-        }
-        // ... or by an asynchronous READ into a chunk buffer, then SEND.
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let tx = c.tx.as_mut().expect("response in progress");
-        if tx.file_left > 0 {
-            let b = match tx.buf {
-                Some(b) => b,
-                None => match self.take_pool_buf() {
-                    Some(b) => {
-                        let c = self.conns[slot as usize].as_mut().expect("live slot");
-                        c.tx.as_mut().expect("tx").buf = Some(b);
-                        b
-                    }
-                    None => {
-                        let c = self.conns[slot as usize].as_mut().expect("live slot");
-                        c.tx.as_mut().expect("tx").waiting = true;
-                        self.pool_waiters.push_back(slot);
+                    Err(_) => {
+                        self.abort(slot);
                         return;
                     }
-                },
-            };
-            let c = self.conns[slot as usize].as_mut().expect("live slot");
-            let tx = c.tx.as_mut().expect("tx");
-            let buf = &mut self.pool[b as usize];
-            let mut prefix = 0;
-            if tx.head_in_buf && tx.head_sent == 0 && tx.body_sent == 0 && tx.buf_len == 0 {
-                prefix = tx.resp.head.len();
-                buf[..prefix].copy_from_slice(&tx.resp.head);
+                }
             }
-            let n = (chunk as u64).min(tx.file_left) as usize;
-            tx.buf_len = prefix;
-            tx.buf_sent = 0;
-            let dst = buf[prefix..prefix + n].as_mut_ptr();
-            let file = c.file.as_ref().expect("file for body").as_raw_fd();
-            let sqe = opcode::Read::new(types::Fd(file), dst, n as u32)
-                .offset(tx.file_off)
-                .build();
-            self.push_conn(slot, Op::Read, sqe);
-            return;
         }
-        // 4. Done.
-        self.finish_tx(slot);
+        // 5. An asynchronous READ into a chunk buffer, at HEAD_RESERVE (the
+        //    head goes in front once the bytes are in): through the page
+        //    cache, or with O_DIRECT on a file's first use (recent.rs).
+        let b = match tx.buf {
+            Some(b) => b,
+            None => match self.take_pool_buf() {
+                Some(b) => b,
+                None => {
+                    let c = self.conns[slot as usize].as_mut().expect("live slot");
+                    c.tx.as_mut().expect("tx").waiting = true;
+                    self.pool_waiters.push_back(slot);
+                    return;
+                }
+            },
+        };
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("tx");
+        tx.buf = Some(b);
+        if tx.first_use && !tx.direct {
+            // A first use whose chunk is not all in the page cache (a large
+            // body's was probed in step 4). Not RWF_NOWAIT for the probe: a
+            // buffered read that would wait still starts readahead into the
+            // page cache before it fails with EAGAIN.
+            let n = (chunk as u64).min(tx.file_left);
+            if !tx.small || fs::range_cached(file, tx.file_off, n) != Some(true) {
+                go_direct(file, tx);
+            }
+        }
+        let (skip, want, len) = if tx.direct {
+            // Whole aligned blocks: from the block holding file_off, and
+            // to the end of a block (past the end of the file, the read
+            // stops there).
+            let skip = (tx.file_off % fs::DIRECT_ALIGN as u64) as usize;
+            let want = ((chunk - skip) as u64).min(tx.file_left) as usize;
+            (skip, want, (skip + want).next_multiple_of(fs::DIRECT_ALIGN))
+        } else {
+            let want = (chunk as u64).min(tx.file_left) as usize;
+            (0, want, want)
+        };
+        tx.read_skip = skip;
+        tx.read_want = want;
+        let offset = tx.file_off - skip as u64;
+        let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
+        let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
+            .offset(offset)
+            .build();
+        self.push_conn(slot, Op::Read, sqe);
     }
 
     fn on_read(&mut self, slot: u32, res: i32) {
         let progress_deadline = self.now + self.ctx.cfg.send_timeout;
-        let c = self.conn(slot);
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
         if c.phase == Phase::Closing {
             self.release_tx(slot);
             self.maybe_release(slot);
             return;
         }
-        if res <= 0 {
-            // EOF before the promised length: the file shrank while being
-            // sent. Nothing correct can follow the bytes already sent under
-            // this Content-Length, so the connection is dropped.
-            if res == 0 {
-                truncated();
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("tx");
+        if res == -libc::EINVAL && tx.direct {
+            // The file system wants a stricter alignment than DIRECT_ALIGN:
+            // read this file through the page cache after all.
+            warn_direct(&std::io::Error::from_raw_os_error(libc::EINVAL));
+            if fs::set_direct(file, false).is_err() {
+                self.abort(slot);
+                return;
             }
+            tx.direct = false;
+            tx.first_use = false;
+            self.pump(slot);
+            return;
+        }
+        let (skip, want) = (tx.read_skip, tx.read_want);
+        // EOF before the promised length: the file shrank while being
+        // sent. Nothing correct can follow the bytes already sent under
+        // this Content-Length, so the connection is dropped. An O_DIRECT
+        // read starts `skip` bytes early, in whole blocks, so it must
+        // reach past `skip + want`.
+        let short = if tx.direct {
+            res >= 0 && (res as usize) < skip + want
+        } else {
+            res == 0
+        };
+        if short {
+            truncated();
+        }
+        if res <= 0 || short {
             self.abort(slot);
             return;
         }
-        let tx = c.tx.as_mut().expect("tx");
-        let n = res as u64;
+        let got = if tx.direct { want } else { res as usize };
+        debug_assert!(got <= want);
         let start = tx.file_off;
-        tx.file_off += n;
-        tx.file_left -= n;
-        tx.buf_len += n as usize;
+        tx.file_off += got as u64;
+        tx.file_left -= got as u64;
+        let data = HEAD_RESERVE + skip;
+        tx.buf_pos = data;
+        tx.buf_end = data + got;
         // A buffered READ leaves what it read in the page cache. Unless the
-        // chunk shares its buffer with the head, send it from there with
-        // sendfile (no second copy; the socket is non-blocking and the
-        // range is cached, so it cannot wait) and keep the buffer's copy
-        // only for what the socket would not take now, or for pages that
-        // were reclaimed in between.
-        if !tx.head_in_buf && tx.buf_sent == 0 && tx.buf_len == n as usize {
-            let file = c.file.as_ref().expect("file for body").as_raw_fd();
-            if fs::range_cached(file, start, n) == Some(true) {
+        // body is small, send the chunk from there with sendfile (no second
+        // copy; the socket is non-blocking and the range is cached, so it
+        // cannot wait), and keep the buffer's copy only for what the socket
+        // would not take now, or for pages reclaimed in between.
+        if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
+            if tx.head_sent < tx.resp.head.len() {
+                match epoll::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                    Ok(k) => tx.head_sent += k,
+                    Err(Stop::Full) => {}
+                    Err(Stop::Fail) => {
+                        self.abort(slot);
+                        return;
+                    }
+                }
+            }
+            if tx.head_sent == tx.resp.head.len() {
                 let mut sent = 0u64;
-                while sent < n {
+                while sent < got as u64 {
                     let mut off = start + sent;
-                    match epoll::sendfile(c.fd, file, &mut off, n - sent) {
+                    match epoll::sendfile(c.fd, file, &mut off, got as u64 - sent) {
                         Ok(0) => {
                             // The file shrank since the READ.
                             truncated();
@@ -1059,18 +1203,30 @@ impl Worker {
                         }
                     }
                 }
-                tx.buf_sent = sent as usize;
+                tx.buf_pos += sent as usize;
                 tx.body_sent += sent;
                 if sent > 0 {
                     c.deadline = progress_deadline;
                 }
-                if sent == n {
-                    let b = tx.buf.take().expect("buffer");
-                    tx.buf_len = 0;
-                    tx.buf_sent = 0;
-                    self.give_pool_buf(b);
-                }
             }
+        }
+        // The rest of the head, if any, goes right in front of the file
+        // bytes (over the block-alignment bytes an O_DIRECT read brought),
+        // so one SEND carries both. Nothing of the file has been sent yet:
+        // sendfile above runs only after the whole head.
+        let head_left = tx.resp.head.len() - tx.head_sent;
+        let b = tx.buf.expect("READ without a buffer") as usize;
+        if head_left > 0 && head_left <= tx.buf_pos {
+            debug_assert_eq!(tx.buf_pos, data);
+            let at = tx.buf_pos - head_left;
+            self.pool[b].get_mut()[at..tx.buf_pos].copy_from_slice(&tx.resp.head[tx.head_sent..]);
+            tx.buf_pos = at;
+            tx.head_in_buf = true;
+        }
+        if tx.buf_pos == tx.buf_end {
+            // All sent by sendfile: the buffer can serve someone else.
+            tx.buf = None;
+            self.give_pool_buf(b as u32);
         }
         self.pump(slot);
     }
@@ -1093,21 +1249,21 @@ impl Worker {
         let tx = c.tx.as_mut().expect("tx");
         let mut n = res as usize;
         if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+            // A SEND of the head alone (pump steps 1 and 4).
             tx.head_sent += n;
         } else {
-            tx.buf_sent += n;
-            // Count file bytes (the head may lead the first buffer).
+            tx.buf_pos += n;
+            debug_assert!(tx.buf_pos <= tx.buf_end);
+            // Count file bytes (the head may lead the buffer).
             if tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
                 let h = (tx.resp.head.len() - tx.head_sent).min(n);
                 tx.head_sent += h;
                 n -= h;
             }
             tx.body_sent += n as u64;
-            if tx.buf_sent == tx.buf_len && tx.file_left > 0 && others_waiting {
+            if tx.buf_pos == tx.buf_end && tx.file_left > 0 && others_waiting {
                 // Fairness: hand the buffer to a waiting response and queue up.
                 let b = tx.buf.take().expect("buffer");
-                tx.buf_len = 0;
-                tx.buf_sent = 0;
                 self.give_pool_buf(b);
                 // Takes the buffer back if nobody was waiting for it after
                 // all, or queues for one.
@@ -1156,7 +1312,7 @@ impl Worker {
         }
         if self.pool.len() < self.pool_limit {
             self.pool
-                .push(vec![0u8; HEAD_RESERVE + self.chunk_size].into_boxed_slice());
+                .push(ChunkBuf::new(HEAD_RESERVE + self.chunk_size));
             return Some((self.pool.len() - 1) as u32);
         }
         None
