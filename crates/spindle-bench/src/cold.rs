@@ -76,6 +76,10 @@ pub struct ColdArgs {
     /// Skip the fio comparison.
     #[arg(long)]
     pub no_fio: bool,
+    /// Skip the O_DIRECT read of the data set before the first round (it gives every
+    /// server the same disk: see docs/benchmarks.md)
+    #[arg(long)]
+    pub no_warm: bool,
     /// Seconds per fio queue depth.
     #[arg(long, default_value_t = 10.0)]
     pub fio_seconds: f64,
@@ -219,6 +223,26 @@ pub fn cold_run(
     probe.metrics(&d0, &d1, secs, &mut m);
     Ok(m)
 }
+
+/// Reads the data set once with O_DIRECT before the first round
+/// ([`sys::read_through`]); returns the report's note.
+pub fn warm(set: &DataSet) -> String {
+    eprintln!(
+        "warming the disk: reading {} files once with O_DIRECT (--no-warm skips this)",
+        set.files.len()
+    );
+    match sys::read_through(&set.dir, &set.files, WARM_THREADS) {
+        Ok((bytes, secs)) => format!(
+            "before the first round the data set ({:.2} GB) was read once with O_DIRECT in {secs:.0} s ({:.0} MB/s), so that every server and fio meet the same disk (a virtual disk's host cache holds what was read last); the page cache stays cold",
+            bytes as f64 / 1e9,
+            bytes as f64 / 1e6 / secs.max(1e-9)
+        ),
+        Err(e) => format!("the O_DIRECT read of the data set before the first round failed: {e:#}"),
+    }
+}
+
+/// Threads of the warm-up read: enough to keep a disk's queue busy.
+const WARM_THREADS: usize = 8;
 
 /// What fio reads.
 pub enum FioTarget {
@@ -535,6 +559,9 @@ pub fn run(a: ColdArgs) -> Result<()> {
     } else {
         FioTarget::Groups(fio_groups(&set, servers::server_nofile() as usize)?)
     };
+    if disk.is_none() && !a.no_warm {
+        report.notes.push(warm(&set));
+    }
     let per_round = servers.len() as u64 * modes.len() as u64 + if do_fio { 3 } else { 0 };
     let progress = Progress::new(per_round * c.rounds() as u64, name);
     for round in 0..c.rounds() {

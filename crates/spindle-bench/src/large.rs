@@ -49,6 +49,10 @@ pub struct LargeArgs {
     /// Chunk sizes to sweep (spindle servers only).
     #[arg(long, value_delimiter = ',', default_value = "256k,384k,512k,768k,1m")]
     pub chunks: Vec<String>,
+    /// Skip the O_DIRECT read of the data set before the first round (it gives every
+    /// server the same disk: see docs/benchmarks.md)
+    #[arg(long)]
+    pub no_warm: bool,
 }
 
 pub const COLUMNS: [Column; 9] = [
@@ -143,6 +147,12 @@ pub fn run(a: LargeArgs) -> Result<()> {
         } else {
             0
         };
+    if !a.no_warm {
+        report.notes.push(crate::cold::warm(&large));
+        if do_siege {
+            report.notes.push(crate::cold::warm(&huge));
+        }
+    }
     let progress = Progress::new((per_round as u64) * c.rounds() as u64, "large");
     let work = common::workdir(&c.out, "large")?;
     let probe = DiskProbe::Real(sys::block_device_of(&large.dir));

@@ -67,6 +67,9 @@ impl BackendKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FirstMiss {
+    /// `cache` while the server's memory has room, `direct` once the page
+    /// cache is full (caching a file would then evict another).
+    Auto,
     /// Read it with O_DIRECT: a file used once stays out of the page cache
     /// and the open-file cache; its second use (while remembered) caches it.
     Direct,
@@ -77,6 +80,7 @@ pub enum FirstMiss {
 impl FirstMiss {
     pub fn name(self) -> &'static str {
         match self {
+            FirstMiss::Auto => "auto",
             FirstMiss::Direct => "direct",
             FirstMiss::Cache => "cache",
         }
@@ -143,7 +147,7 @@ pub struct Cli {
     /// Bytes of small files (up to 16 KiB each) the open-file cache keeps in memory, per worker; 0 disables [default: 16m]
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub small_file_cache: Option<u64>,
-    /// io-uring: a file's first page-cache miss is read with O_DIRECT (direct) or through the page cache (cache) [default: direct]
+    /// io-uring: a file's first use reads what misses the page cache with O_DIRECT (direct), through the page cache (cache), or direct only once memory is full (auto) [default: auto]
     #[arg(long, value_enum, value_name = "HOW")]
     pub first_miss: Option<FirstMiss>,
 }
@@ -384,7 +388,7 @@ impl Config {
             first_miss: cli
                 .first_miss
                 .or(file.first_miss)
-                .unwrap_or(FirstMiss::Direct),
+                .unwrap_or(FirstMiss::Auto),
         })
     }
 

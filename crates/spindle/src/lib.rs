@@ -6,6 +6,7 @@ pub mod backend;
 pub mod config;
 pub mod filecache;
 pub mod fs;
+pub mod memory;
 pub mod net;
 pub mod recent;
 pub mod server;

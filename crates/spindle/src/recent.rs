@@ -23,6 +23,11 @@
 //! and Shasha, "2Q: A Low Overhead High Performance Buffer Management
 //! Replacement Algorithm", VLDB 1994).
 //!
+//! Admission matters only once the page cache is full, when caching one
+//! file means evicting another; by default (`--first-miss auto`) a first
+//! use is cached like any other while the server's memory has room (see
+//! `memory.rs`), as TinyLFU filters only a full cache.
+//!
 //! The table is shared by all workers (a client's connections land on any
 //! of them), lock-free and fixed in size: [`RECENT_FILES`] slots, each a
 //! 24-bit tag of the file and the 40-bit clock of its last use, in
@@ -116,63 +121,6 @@ impl RecentFiles {
     }
 }
 
-/// The memory the server's page cache can hope for: the machine's RAM,
-/// or less if the process's memory cgroup (v1 or v2, itself or an
-/// ancestor) has a lower limit.
-pub fn memory_budget() -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(u64::MAX, |kb| kb * 1024);
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let limit = cgroup_limit(&cgroups, |p| std::fs::read_to_string(p).ok());
-    total.min(limit)
-}
-
-/// The lowest memory limit over the process's cgroups, from the text of
-/// `/proc/self/cgroup`, reading control files through `read`.
-fn cgroup_limit(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> u64 {
-    let mut limit = u64::MAX;
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let path = path.trim_end_matches('/');
-        if controllers.is_empty() {
-            // v2: the limit of the group and of each ancestor.
-            let mut p = path;
-            loop {
-                if let Some(v) = read(&format!("/sys/fs/cgroup{p}/memory.max")) {
-                    if let Ok(n) = v.trim().parse::<u64>() {
-                        limit = limit.min(n);
-                    }
-                }
-                match p.rfind('/') {
-                    Some(i) => p = &p[..i],
-                    None => break,
-                }
-            }
-        } else if controllers.split(',').any(|c| c == "memory") {
-            // v1: the kernel works out the hierarchical limit.
-            let stat = read(&format!("/sys/fs/cgroup/memory{path}/memory.stat"));
-            if let Some(n) = stat.as_deref().and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("hierarchical_memory_limit "))
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-            }) {
-                limit = limit.min(n);
-            }
-        }
-    }
-    limit
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,23 +190,5 @@ mod tests {
             h.join().unwrap();
         }
         assert!(r.used(3, 999, 0));
-    }
-
-    #[test]
-    fn cgroup_limits_v1_and_v2() {
-        let files = |p: &str| -> Option<String> {
-            match p {
-                "/sys/fs/cgroup/memory/bench/memory.stat" => {
-                    Some("cache 0\nhierarchical_memory_limit 1073741824\n".into())
-                }
-                "/sys/fs/cgroup/a/b/memory.max" => Some("max\n".into()),
-                "/sys/fs/cgroup/a/memory.max" => Some("2147483648\n".into()),
-                _ => None,
-            }
-        };
-        assert_eq!(cgroup_limit("4:memory:/bench\n0::/\n", files), 1 << 30);
-        assert_eq!(cgroup_limit("0::/a/b\n", files), 2 << 30);
-        assert_eq!(cgroup_limit("0::/\n1:cpu:/x\n", files), u64::MAX);
-        assert!(memory_budget() > 0);
     }
 }

@@ -9,8 +9,9 @@ use crate::accesslog::AccessLog;
 use crate::backend::{self, ShutdownSignal, WorkerContext};
 use crate::config::{BackendKind, Config};
 use crate::fs::Root;
+use crate::memory::MemoryWatch;
 use crate::net;
-use crate::recent::{self, RecentFiles};
+use crate::recent::RecentFiles;
 
 /// Runs the server until it is told to stop. Returns a one-line error for
 /// the user on failure to start.
@@ -79,7 +80,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 
     let cfg = Arc::new(cfg);
     let session_cfg = Arc::new(cfg.session_config());
-    let recent = Arc::new(RecentFiles::for_memory(recent::memory_budget()));
+    let memory = Arc::new(MemoryWatch::probe());
+    let recent = Arc::new(RecentFiles::for_memory(memory.budget()));
     let flag = Arc::new(AtomicBool::new(false));
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
@@ -100,6 +102,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             session_cfg: session_cfg.clone(),
             log: log.clone(),
             recent: recent.clone(),
+            memory: memory.clone(),
             shutdown: ShutdownSignal {
                 flag: flag.clone(),
                 eventfd: efd.as_raw_fd(),

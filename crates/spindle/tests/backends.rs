@@ -497,13 +497,14 @@ fn cold_cache_bodies_are_correct() {
     }
 }
 
-/// io-uring's admission policy (recent.rs): a file's first use reads what
-/// misses the page cache with O_DIRECT and leaves the cache cold; its
-/// second use reads through the page cache and fills it; with
-/// `--first-miss cache` the first use fills it already. Every body is
-/// checked, including ranges that start and end inside a block (the
-/// O_DIRECT read then starts early and the head goes in front of the
-/// wanted bytes).
+/// io-uring's admission policy (recent.rs): with `--first-miss direct` a
+/// file's first use reads what misses the page cache with O_DIRECT and
+/// leaves the cache cold, and its second use reads through the page cache
+/// and fills it; with `--first-miss cache` the first use fills it already;
+/// `auto` (the default) does the one or the other as this machine's memory
+/// has room or not. Every body is checked, including ranges that start and
+/// end inside a block (the O_DIRECT read then starts early and the head
+/// goes in front of the wanted bytes).
 #[test]
 fn io_uring_first_use_bypasses_the_page_cache_and_second_use_fills_it() {
     let root = ColdRoot::new("admission");
@@ -543,7 +544,14 @@ fn io_uring_first_use_bypasses_the_page_cache_and_second_use_fills_it() {
     let srv = Server::start(
         "io-uring",
         &root.dir,
-        &["--workers", "1", "--chunk-size", "128k"],
+        &[
+            "--workers",
+            "1",
+            "--chunk-size",
+            "128k",
+            "--first-miss",
+            "direct",
+        ],
     );
     root.evict_all();
     // First use: whole files, small (one READ behind the head) and large
@@ -595,6 +603,19 @@ fn io_uring_first_use_bypasses_the_page_cache_and_second_use_fills_it() {
         cached_fraction("e") > 0.9,
         "--first-miss cache: the first use left the page cache cold ({:.0}%)",
         100.0 * cached_fraction("e")
+    );
+
+    // The default follows the memory: cached while there is room.
+    let room = spindle::memory::MemoryWatch::probe().has_room();
+    let srv = Server::start("io-uring", &root.dir, &["--workers", "1"]);
+    root.evict_all();
+    check(&srv, "e", None);
+    let f = cached_fraction("e");
+    assert!(
+        if room { f > 0.9 } else { f < 0.25 },
+        "--first-miss auto with{} room: {:.0}% of a first use cached",
+        if room { "" } else { "out" },
+        100.0 * f
     );
 }
 

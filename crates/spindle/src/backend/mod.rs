@@ -23,6 +23,7 @@ use spindle_core::SessionConfig;
 use crate::accesslog::AccessLog;
 use crate::config::{BackendKind, Config};
 use crate::fs::Root;
+use crate::memory::MemoryWatch;
 use crate::recent::RecentFiles;
 
 pub mod epoll;
@@ -92,6 +93,8 @@ pub struct WorkerContext {
     pub log: AccessLog,
     /// Files opened recently, shared by all workers (the second-use test).
     pub recent: Arc<RecentFiles>,
+    /// Whether the page cache has room (refreshed by worker 0's tick).
+    pub memory: Arc<MemoryWatch>,
     pub shutdown: ShutdownSignal,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,

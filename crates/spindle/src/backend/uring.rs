@@ -902,8 +902,15 @@ impl Worker {
         let mut first_use = false;
         if let (Some((meta, dev)), Some(fd)) = (fresh, &file) {
             let bytes = resp.file.map_or(0, |(_, n)| n);
-            let again = self.ctx.cfg.first_miss == FirstMiss::Cache
-                || self.ctx.recent.used(dev, meta.ino, bytes);
+            let again = match self.ctx.cfg.first_miss {
+                FirstMiss::Cache => true,
+                FirstMiss::Direct => self.ctx.recent.used(dev, meta.ino, bytes),
+                // Recorded in either case, so that a file used while memory
+                // had room is remembered once it is full.
+                FirstMiss::Auto => {
+                    self.ctx.recent.used(dev, meta.ino, bytes) | self.ctx.memory.has_room()
+                }
+            };
             if again {
                 body = self
                     .files
@@ -1422,6 +1429,10 @@ impl Worker {
 
     fn on_tick(&mut self) {
         let now = self.now;
+        if self.ctx.id == 0 && self.ctx.cfg.first_miss == FirstMiss::Auto {
+            // One file read per tick, for every worker (memory.rs).
+            self.ctx.memory.refresh();
+        }
         if self.accept_resume.is_some_and(|t| now >= t) {
             self.accept_resume = None;
             self.warned_emfile = false;
