@@ -402,7 +402,7 @@ fn cold_cache_bodies_are_correct() {
     let root = ColdRoot::new("bodies");
     let ftype = fs_type(&root.dir);
     let real_disk = [EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC].contains(&ftype);
-    for b in backends() {
+    for b in cold_backends() {
         root.evict_all();
         // Small chunks and few of them, so that buffers and slots are
         // reused across connections while earlier bytes are still queued.
@@ -625,7 +625,7 @@ fn a_file_shrinking_under_a_cold_read_is_cut_short() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     const SIZE: u64 = 24 << 20;
-    for b in backends() {
+    for b in cold_backends() {
         let original = random_bytes(SIZE, 77);
         let path = dir.join("shrink");
         std::fs::write(&path, &original).unwrap();

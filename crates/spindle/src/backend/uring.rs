@@ -78,6 +78,8 @@ enum Op {
     Tick,
     Wake,
     PollOut,
+    /// A READ into a response's second buffer (`Tx::ahead`).
+    ReadAhead,
 }
 
 impl Op {
@@ -94,6 +96,7 @@ impl Op {
             9 => Op::Tick,
             10 => Op::Wake,
             11 => Op::PollOut,
+            12 => Op::ReadAhead,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -163,8 +166,26 @@ struct Tx {
     /// and how many are wanted.
     read_skip: usize,
     read_want: usize,
+    /// With O_DIRECT (no kernel readahead): the next chunk, read into a
+    /// second buffer while the first is sent. `file_off` and `file_left`
+    /// already count it.
+    ahead: Option<Ahead>,
+    /// pump() found the buffer sent and the read-ahead still in flight:
+    /// its completion continues the response.
+    await_ahead: bool,
     /// Queued in `pool_waiters` for a chunk buffer.
     waiting: bool,
+}
+
+/// A chunk being read ahead (see [`Tx::ahead`]).
+struct Ahead {
+    buf: u32,
+    /// Block-alignment bytes before the wanted ones, and how many are wanted.
+    skip: usize,
+    want: usize,
+    /// The READ's result, once it has completed (until then the buffer is
+    /// the kernel's).
+    res: Option<i32>,
 }
 
 /// A chunk buffer of `HEAD_RESERVE + chunk_size` bytes whose start is
@@ -577,6 +598,7 @@ impl Worker {
                     Op::Recv => self.on_recv(slot, res, flags),
                     Op::Open => self.on_open(slot, res),
                     Op::Read => self.on_read(slot, res),
+                    Op::ReadAhead => self.on_read_ahead(slot, res),
                     Op::Send => self.on_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
                     Op::PollOut => {
@@ -954,6 +976,8 @@ impl Worker {
             buf_end: 0,
             read_skip: 0,
             read_want: 0,
+            ahead: None,
+            await_ahead: false,
             waiting: false,
         });
         self.pump(slot);
@@ -990,10 +1014,11 @@ impl Worker {
                 .flags(libc::MSG_NOSIGNAL | more)
                 .build();
             self.push_conn(slot, Op::Send, sqe);
+            self.read_ahead(slot);
             return;
         }
         // 3. Done.
-        if tx.file_left == 0 {
+        if tx.file_left == 0 && tx.ahead.is_none() {
             self.finish_tx(slot);
             return;
         }
@@ -1076,8 +1101,18 @@ impl Worker {
                 }
             }
         }
-        // 5. An asynchronous READ into a chunk buffer, at HEAD_RESERVE (the
-        //    head goes in front once the bytes are in): through the page
+        // 5. The chunk read ahead, if there is one: its buffer becomes the
+        //    response's (the drained one goes back to the pool) ...
+        if let Some(a) = &tx.ahead {
+            if a.res.is_none() {
+                tx.await_ahead = true;
+                return;
+            }
+            self.take_ahead(slot);
+            return;
+        }
+        // ... or an asynchronous READ into a chunk buffer, at HEAD_RESERVE
+        //    (the head goes in front once the bytes are in): through the page
         //    cache, or with O_DIRECT on a file's first use (recent.rs).
         let b = match tx.buf {
             Some(b) => b,
@@ -1124,6 +1159,108 @@ impl Worker {
             .offset(offset)
             .build();
         self.push_conn(slot, Op::Read, sqe);
+    }
+
+    /// O_DIRECT reads get no readahead from the kernel, so a response that
+    /// reads with O_DIRECT keeps the next chunk's READ in flight while it
+    /// sends the current one, in a second buffer, if the pool has one that
+    /// no other response is waiting for.
+    fn read_ahead(&mut self, slot: u32) {
+        let chunk = self.chunk_size;
+        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let tx = c.tx.as_ref().expect("response in progress");
+        if !tx.direct || tx.ahead.is_some() || tx.file_left == 0 || !self.pool_waiters.is_empty() {
+            return;
+        }
+        let Some(b) = self.take_pool_buf() else {
+            return;
+        };
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("response in progress");
+        let skip = (tx.file_off % fs::DIRECT_ALIGN as u64) as usize;
+        let want = ((chunk - skip) as u64).min(tx.file_left) as usize;
+        let len = (skip + want).next_multiple_of(fs::DIRECT_ALIGN);
+        let offset = tx.file_off - skip as u64;
+        tx.file_off += want as u64;
+        tx.file_left -= want as u64;
+        tx.ahead = Some(Ahead {
+            buf: b,
+            skip,
+            want,
+            res: None,
+        });
+        let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
+        let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
+            .offset(offset)
+            .build();
+        self.push_conn(slot, Op::ReadAhead, sqe);
+    }
+
+    fn on_read_ahead(&mut self, slot: u32, res: i32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("read-ahead without a response");
+        let a = tx
+            .ahead
+            .as_mut()
+            .expect("read-ahead completion without one");
+        a.res = Some(res);
+        if c.phase == Phase::Closing {
+            // Only this buffer: the main one may still be under a SEND
+            // being cancelled.
+            let b = tx.ahead.take().expect("read-ahead").buf;
+            self.give_pool_buf(b);
+            self.maybe_release(slot);
+            return;
+        }
+        if std::mem::take(&mut tx.await_ahead) {
+            self.pump(slot);
+        }
+    }
+
+    /// Makes the completed read-ahead the response's buffer, and sends it.
+    fn take_ahead(&mut self, slot: u32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("response in progress");
+        debug_assert!(tx.buf_pos == tx.buf_end, "buffer not yet sent");
+        let a = tx.ahead.take().expect("read-ahead");
+        let res = a.res.expect("read-ahead completed");
+        let old = tx.buf.replace(a.buf);
+        if res == -libc::EINVAL {
+            // As in on_read: the file system wants a stricter alignment.
+            // The chunk is read again through the page cache.
+            warn_direct(&std::io::Error::from_raw_os_error(libc::EINVAL));
+            tx.file_off -= a.want as u64;
+            tx.file_left += a.want as u64;
+            tx.buf = old;
+            if fs::set_direct(file, false).is_err() {
+                self.give_pool_buf(a.buf);
+                self.abort(slot);
+                return;
+            }
+            tx.direct = false;
+            tx.first_use = false;
+            self.give_pool_buf(a.buf);
+            self.pump(slot);
+            return;
+        }
+        if let Some(old) = old {
+            self.give_pool_buf(old);
+        }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("response in progress");
+        if res < 0 || (res as usize) < a.skip + a.want {
+            // A short read: the file shrank (see on_read).
+            if res >= 0 {
+                truncated();
+            }
+            self.abort(slot);
+            return;
+        }
+        tx.buf_pos = HEAD_RESERVE + a.skip;
+        tx.buf_end = tx.buf_pos + a.want;
+        self.pump(slot);
     }
 
     fn on_read(&mut self, slot: u32, res: i32) {
@@ -1303,11 +1440,19 @@ impl Worker {
         self.drive(slot);
     }
 
-    /// Returns the response's chunk buffer to the pool.
+    /// Returns the response's chunk buffers to the pool: the main one (its
+    /// operation has completed whenever this is called) and a read-ahead
+    /// buffer whose READ has completed; one still being read stays with the
+    /// response until on_read_ahead.
     fn release_tx(&mut self, slot: u32) {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         if let Some(tx) = c.tx.as_mut() {
-            if let Some(b) = tx.buf.take() {
+            let main = tx.buf.take();
+            let ahead = match &tx.ahead {
+                Some(a) if a.res.is_some() => tx.ahead.take().map(|a| a.buf),
+                _ => None,
+            };
+            for b in [main, ahead].into_iter().flatten() {
                 self.give_pool_buf(b);
             }
         }
@@ -1408,6 +1553,7 @@ impl Worker {
         debug_assert!(c.open.is_none());
         if let Some(tx) = &c.tx {
             debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
+            debug_assert!(tx.ahead.is_none(), "read-ahead buffer leaked");
         }
         self.push(
             opcode::Close::new(types::Fd(c.fd)).build(),

@@ -26,6 +26,21 @@ pub fn backends() -> Vec<String> {
     }
 }
 
+/// io-uring with `--first-miss direct`: every first use that misses the
+/// page cache is read with O_DIRECT (and read ahead). Cold-cache tests add
+/// it to [`backends`]; on a machine with free memory the default (`auto`)
+/// reads through the page cache instead.
+pub const IO_URING_DIRECT: &str = "io-uring+direct";
+
+/// [`backends`], and the O_DIRECT variant of io-uring when io-uring is in.
+pub fn cold_backends() -> Vec<String> {
+    let mut v = backends();
+    if v.iter().any(|b| b == "io-uring") {
+        v.push(IO_URING_DIRECT.to_string());
+    }
+    v
+}
+
 /// The file sizes every test root contains, as `f<size>`.
 pub const SIZES: &[u64] = &[0, 1, 4095, 4096, 4097, 100 * 1024, 1024 * 1024 + 7];
 /// A larger file, `big`, for cold-cache, shutdown and truncation tests.
@@ -144,6 +159,12 @@ impl Server {
             std::env::temp_dir().join(format!("spindle-test-{}-{n}.err", std::process::id()));
         let err = std::fs::File::create(&stderr_log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
+        let backend = if backend == IO_URING_DIRECT {
+            cmd.args(["--first-miss", "direct"]);
+            "io-uring"
+        } else {
+            backend
+        };
         cmd.arg("--backend")
             .arg(backend)
             .arg("--listen")
