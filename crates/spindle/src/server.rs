@@ -7,7 +7,7 @@ use std::sync::{mpsc, Arc};
 
 use crate::accesslog::AccessLog;
 use crate::backend::{self, ShutdownSignal, WorkerContext};
-use crate::config::{BackendKind, Config};
+use crate::config::{BackendKind, Config, FirstMiss};
 use crate::fs::Root;
 use crate::memory::MemoryWatch;
 use crate::net;
@@ -157,6 +157,19 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             ""
         }
     );
+
+    if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
+        eprintln!(
+            "spindle: page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
+            memory.describe(),
+            if cfg.first_miss == FirstMiss::Auto {
+                "once it is full"
+            } else {
+                "always"
+            },
+            cfg.first_miss.name()
+        );
+    }
 
     // Wait for a stop signal, or for every worker to have exited on its own.
     let mut sig: libc::c_int = 0;

@@ -12,13 +12,17 @@
 //! buffered-read path (or an io-wq thread, capped at `--max-inflight`),
 //! while the loop keeps serving other connections.
 //!
-//! Data path: the response head is copied into the front of a chunk buffer
-//! from a bounded per-worker pool (`--max-inflight` buffers of
-//! `--chunk-size` bytes), the first chunk of the file is `READ` in right
-//! behind it, and both leave in one `SEND`. Later chunks reuse the buffer.
-//! A small file therefore costs one `READ` and one `SEND`, both usually
-//! completed inline in the same `io_uring_enter`. ARCHITECTURE.md records
-//! the measurements behind this choice.
+//! Data path (ARCHITECTURE.md has the measurements): a cached file of at
+//! most 16 KiB goes out with its head in one `SEND` from the open-file
+//! cache. Other bodies under 64 KiB are `READ` into a chunk buffer from a
+//! bounded per-worker pool (`--max-inflight` buffers of `--chunk-size`
+//! bytes), the head copied in front of them, and leave in one `SEND`.
+//! Larger bodies go by `sendfile(2)` chunk by chunk while `cachestat(2)`
+//! says the chunk is in the page cache; a chunk that is not is read
+//! asynchronously: through the page cache (then sent by `sendfile` from
+//! the pages the read brought in), or, on a file's first use once memory
+//! is full (`recent.rs`, `memory.rs`), with `O_DIRECT` into the buffer and
+//! sent from it, the next chunk read ahead into a second buffer meanwhile.
 //!
 //! Invariants (asserted): a connection slot is reused only after every
 //! operation that names it has completed; every buffer handed to the
