@@ -83,6 +83,11 @@ fn bind_one(addr: &SocketAddr, reuseport: bool) -> io::Result<OwnedFd> {
     if addr.is_ipv6() {
         setopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
     }
+    // Nagle off, so the tail of a response is not held back waiting for an
+    // ACK. Set once here: Linux copies the listener's TCP_NODELAY into
+    // every socket accept() returns (the child is a clone of the listening
+    // sock), which saves a setsockopt per connection (tested below).
+    setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
     let (ss, len) = sockaddr(addr);
     // SAFETY: `ss` is a live sockaddr of length `len`.
     if unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) } < 0 {
@@ -164,12 +169,6 @@ pub fn bind_group(addr: SocketAddr, workers: usize) -> io::Result<(SocketAddr, V
     Ok((actual, socks))
 }
 
-/// Disables Nagle on a connection, so the tail of a response is not held
-/// back waiting for an ACK.
-pub fn set_nodelay(fd: RawFd) {
-    let _ = setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
-}
-
 /// Sets or clears `O_NONBLOCK`.
 pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor we own, no pointers involved.
@@ -187,4 +186,54 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn nodelay(fd: RawFd) -> i32 {
+        let mut v: i32 = 0;
+        let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `v`, a live i32.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&mut v as *mut i32).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        v
+    }
+
+    /// The backends no longer set TCP_NODELAY per connection: they rely on
+    /// accepted sockets inheriting it from the listener.
+    #[test]
+    fn accepted_sockets_inherit_nodelay_from_the_listener() {
+        for addr in ["127.0.0.1:0", "[::1]:0"] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            let Ok((bound, fds)) = bind_group(addr, 1) else {
+                continue; // no IPv6 on this host
+            };
+            let _client = std::net::TcpStream::connect(bound).unwrap();
+            // SAFETY: a blocking accept4 on our listening socket, which has
+            // the connection queued; no pointers are passed.
+            let fd = unsafe {
+                libc::accept4(
+                    fds[0].as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                )
+            };
+            assert!(fd >= 0, "{}", io::Error::last_os_error());
+            // SAFETY: a fresh descriptor from accept4.
+            let conn = unsafe { OwnedFd::from_raw_fd(fd) };
+            assert_eq!(nodelay(conn.as_raw_fd()), 1, "{addr}");
+        }
+    }
 }

@@ -657,7 +657,6 @@ impl<M: Mover> Worker<M> {
     }
 
     fn add_conn(&mut self, fd: OwnedFd) {
-        net::set_nodelay(fd.as_raw_fd());
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {

@@ -666,7 +666,6 @@ impl Worker {
             );
             return;
         }
-        net::set_nodelay(fd);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
