@@ -272,6 +272,12 @@ pub struct State {
     len: usize,
     sent: usize,
     reading: bool,
+    /// A chunk of this response was read by an I/O thread: later chunks
+    /// are too. That `pread` started the kernel's readahead, which puts
+    /// the next pages in the cache before their data has arrived;
+    /// `cachestat` counts them, and a `sendfile` over them would make the
+    /// event loop wait for the disk.
+    missed: bool,
     failed: bool,
 }
 
@@ -384,10 +390,11 @@ impl Mover for PosixAio {
                 return Progress::Yield;
             }
             // 3. The next chunk: from the page cache by sendfile if it is
-            // all there, else read by an I/O thread.
+            // all there (and no chunk before it missed), else read by an
+            // I/O thread.
             let n = (self.chunk as u64).min(tx.left);
             let file = tx.file.as_ref().expect("file for body");
-            if fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true) {
+            if !st.missed && fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true) {
                 let fd = file.as_raw_fd();
                 if let Err(s) = epoll::sendfile_range(sock, tx, fd, n) {
                     return s.into();
@@ -412,6 +419,7 @@ impl Mover for PosixAio {
             };
             self.reads_inflight += 1;
             st.reading = true;
+            st.missed = true;
             self.pool.submit(Job {
                 who,
                 kind: JobKind::Read {
@@ -480,6 +488,7 @@ impl Mover for PosixAio {
         }
         st.len = 0;
         st.sent = 0;
+        st.missed = false;
     }
 
     fn next_waiter(&mut self) -> Option<Ticket> {

@@ -161,6 +161,15 @@ struct Tx {
     /// `O_DIRECT` is set on the descriptor: every later chunk is read
     /// into the buffer (no `sendfile` from this descriptor).
     direct: bool,
+    /// A chunk of this response missed the page cache and was READ:
+    /// every later chunk is READ too before it is sent, never sent
+    /// straight from the cache on the word of `cachestat`. The miss
+    /// started the kernel's readahead, which puts the next pages in the
+    /// cache before their data has arrived; `cachestat` counts them, and a
+    /// `sendfile` over them would wait for the disk in this thread. A READ
+    /// of them waits in the ring instead, and completes at once when they
+    /// are already there.
+    missed: bool,
     /// Pool buffer held by this response.
     buf: Option<u32>,
     /// Bytes of the buffer still to send: `buf_pos..buf_end`.
@@ -974,6 +983,7 @@ impl Worker {
             small: file_left < SENDFILE_MIN,
             first_use,
             direct: false,
+            missed: false,
             buf: None,
             buf_pos: 0,
             buf_end: 0,
@@ -1031,8 +1041,8 @@ impl Worker {
         //    one SEND are cheaper), not once the descriptor is O_DIRECT
         //    (sendfile would then read the disk synchronously), and not
         //    while the response holds a buffer (its chunks have been
-        //    missing the cache).
-        if !tx.small && !tx.direct && tx.buf.is_none() {
+        //    missing the cache), nor once a chunk has missed (Tx::missed).
+        if !tx.small && !tx.direct && !tx.missed && tx.buf.is_none() {
             let file = c.file.as_ref().expect("file for body").as_raw_fd();
             loop {
                 let n = (chunk as u64).min(tx.file_left);
@@ -1156,6 +1166,7 @@ impl Worker {
         };
         tx.read_skip = skip;
         tx.read_want = want;
+        tx.missed = true;
         let offset = tx.file_off - skip as u64;
         let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
         let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
