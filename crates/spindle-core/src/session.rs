@@ -185,6 +185,19 @@ impl Session {
         self.served
     }
 
+    /// True when the connection closes after the response in progress
+    /// (or is closed): nothing the peer sends from now on is read as a
+    /// request. A driver need not keep receiving then; whatever is left
+    /// unread when it closes calls for a lingering close (see
+    /// [`Session::linger_advised`]).
+    pub fn closes_after_response(&self) -> bool {
+        match self.state {
+            State::Closed | State::AwaitSent { keep_alive: false } => true,
+            State::AwaitOpen => !self.current_keep_alive,
+            State::Reading | State::AwaitSent { keep_alive: true } => false,
+        }
+    }
+
     /// Whether the connection should be closed lingeringly (write side
     /// first, then drain input for a while): true when the session stopped
     /// reading with input possibly still on its way, e.g. after a rejected
@@ -479,6 +492,39 @@ mod tests {
             panic!()
         };
         assert_eq!(o.path.as_bytes(), b"b");
+    }
+
+    #[test]
+    fn closes_after_response_follows_keep_alive() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        assert!(!s.closes_after_response());
+        s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        assert!(!s.closes_after_response(), "HTTP/1.1 keeps the connection");
+        s.opened(&cfg, &o, Ok(meta(3)));
+        assert!(!s.closes_after_response());
+        s.sent();
+        s.feed(b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        assert!(
+            s.closes_after_response(),
+            "Connection: close, before the open"
+        );
+        s.opened(&cfg, &o, Ok(meta(3)));
+        assert!(s.closes_after_response());
+        s.sent();
+        assert!(s.closes_after_response());
+        assert!(matches!(s.next(&cfg), Step::Close));
+
+        let mut s = Session::new();
+        s.feed(b"GET /a HTTP/1.0\r\n\r\n");
+        assert!(matches!(s.next(&cfg), Step::Open(_)));
+        assert!(s.closes_after_response(), "HTTP/1.0 without keep-alive");
     }
 
     #[test]

@@ -169,6 +169,22 @@ pub fn bind_group(addr: SocketAddr, workers: usize) -> io::Result<(SocketAddr, V
     Ok((actual, socks))
 }
 
+/// True when input waits unread in the socket (a non-blocking one-byte
+/// `MSG_PEEK`; false on EOF, on errors and when nothing is there).
+pub fn has_unread_input(fd: RawFd) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: recv(2) writes at most one byte into `b`, a live local.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
+}
+
 /// Sets or clears `O_NONBLOCK`.
 pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor we own, no pointers involved.

@@ -782,7 +782,13 @@ impl Worker {
             }
             Step::Respond(resp) => self.start_tx(slot, resp),
             Step::Close => {
-                let linger = c.session.linger_advised();
+                let mut linger = c.session.linger_advised();
+                if !linger && !c.recv_armed && !c.peer_eof && net::has_unread_input(c.fd) {
+                    // Bytes arrived after the last request while nothing
+                    // was receiving: closing over them would send a reset,
+                    // which can destroy the response before it is read.
+                    linger = true;
+                }
                 self.begin_close(slot, linger);
             }
         }
@@ -794,7 +800,9 @@ impl Worker {
         let want = match c.phase {
             Phase::Lingering => true,
             Phase::Closing => false,
-            _ => c.session.wants_input(&cfg),
+            // Nothing sent after the last request is read as a request;
+            // what arrives anyway is found at the close (see drive).
+            _ => c.session.wants_input(&cfg) && !c.session.closes_after_response(),
         };
         if c.recv_armed || c.peer_eof || !want {
             return;
@@ -802,14 +810,24 @@ impl Worker {
         c.recv_armed = true;
         c.recv_cancelling = false;
         let fd = c.fd;
-        // Multishot: one SQE keeps receiving until cancelled, EOF, an
-        // error, or no provided buffer is left (ENOBUFS); each completion
-        // carries one buffer, picked by the kernel only when data arrives.
-        self.push_conn(
-            slot,
-            Op::Recv,
-            opcode::RecvMulti::new(types::Fd(fd), BGID).build(),
-        );
+        let sqe = if c.session.served() == 0 && c.phase != Phase::Lingering {
+            // Until a response has kept the connection open, one-shot: a
+            // connection-per-fetch client then leaves no receive armed
+            // while its response is sent, so its close needs no cancel
+            // and its FIN wakes nothing (5 µs a connection in the
+            // profile, docs/benchmarks.md "hot").
+            opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), RECV_BUF_SIZE as u32)
+                .buf_group(BGID)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT)
+        } else {
+            // Multishot: one SQE keeps receiving until cancelled, EOF, an
+            // error, or no provided buffer is left (ENOBUFS); each
+            // completion carries one buffer, picked by the kernel only
+            // when data arrives.
+            opcode::RecvMulti::new(types::Fd(fd), BGID).build()
+        };
+        self.push_conn(slot, Op::Recv, sqe);
     }
 
     /// Stops the multishot receive (flow control or closing).
