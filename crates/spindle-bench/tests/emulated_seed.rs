@@ -4,19 +4,13 @@
 //! is the slowdisk model (2 spindles, 8.5 ms seek, 7,200 rpm, 30 MB/s), so the bars are
 //! properties of the model, not of this machine's disk.
 
+mod common;
+
+use common::is_root;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_spindle-bench");
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        .unwrap_or(false)
-}
 
 #[test]
 fn async_backends_beat_sendfile_on_the_emulated_raid1() {

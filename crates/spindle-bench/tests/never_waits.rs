@@ -12,6 +12,9 @@
 //! (`spindle-bench __spindle`), the disk a real FUSE mount (`spindle-bench slowdisk`),
 //! the clients raw TCP.
 
+mod common;
+
+use common::is_root;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -26,15 +29,6 @@ const BIG: usize = 2 << 20;
 /// to 122 ms); a worker that is not blocked answers in 1 to 3 ms here, which leaves
 /// room for a noisy machine.
 const STALL: Duration = Duration::from_millis(60);
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        .unwrap_or(false)
-}
 
 fn pattern(len: usize) -> Vec<u8> {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -58,12 +52,15 @@ impl Drop for Killed {
     }
 }
 
-/// Unmounts whatever is left at the mount point (a failed test may leave it).
+/// Removes whatever is left at the mount point (a killed daemon leaves a dead mount);
+/// the live one goes with the `MountHandle`.
 struct Unmount(std::path::PathBuf);
 
 impl Drop for Unmount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        if self.0.exists() || slowdisk::mounts::is_dead(&self.0) {
+            let _ = slowdisk::mounts::clean_stale(&self.0);
+        }
     }
 }
 

@@ -1,21 +1,15 @@
 //! `cold --quick` and `hot --quick` end to end against every spindle backend (and nginx
 //! and lighttpd when installed): the harness itself, not performance.
 
+mod common;
+
+use common::is_root;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_spindle-bench");
 const SERVERS: &str = "spindle-io-uring,spindle-linux-sendfile,spindle-posix-aio,spindle-linux-aio-sendfile,nginx-sendfile,nginx-aio-threads,lighttpd";
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        .unwrap_or(false)
-}
 
 fn installed(p: &str) -> bool {
     [

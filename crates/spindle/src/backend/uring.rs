@@ -1056,11 +1056,12 @@ impl Worker {
         // 4. The next chunk straight from the page cache with sendfile,
         //    when all of it is there (so it never waits for the disk). Not
         //    for small bodies (one READ into the buffer behind the head and
-        //    one SEND are cheaper), not once the descriptor is O_DIRECT
-        //    (sendfile would then read the disk synchronously), and not
-        //    while the response holds a buffer (its chunks have been
-        //    missing the cache), nor once a chunk has missed (Tx::missed).
-        if !tx.small && !tx.direct && !tx.missed && tx.buf.is_none() {
+        //    one SEND are cheaper), and not once a chunk has missed
+        //    (Tx::missed). That also covers a descriptor gone O_DIRECT
+        //    (sendfile would then read the disk synchronously) and a
+        //    response holding a buffer: both come only from a READ.
+        debug_assert!(tx.missed || (!tx.direct && tx.buf.is_none()));
+        if !tx.small && !tx.missed {
             let file = c.file.as_ref().expect("file for body").as_raw_fd();
             loop {
                 let n = (chunk as u64).min(tx.file_left);
