@@ -95,7 +95,7 @@ fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>, dropped: Arc<AtomicU
         }
         let d = dropped.load(Ordering::Relaxed);
         if d != reported {
-            eprintln!(
+            crate::say!(
                 "spindle: access log fell behind; {} lines dropped so far",
                 d
             );

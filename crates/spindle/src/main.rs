@@ -4,7 +4,7 @@ fn main() {
     let cli = spindle::config::Cli::parse();
     let result = spindle::config::Config::from_cli(cli).and_then(spindle::server::run);
     if let Err(e) = result {
-        eprintln!("spindle: error: {e}");
+        spindle::say!("spindle: error: {e}");
         std::process::exit(1);
     }
 }

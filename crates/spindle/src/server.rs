@@ -23,7 +23,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             let fallback = BackendKind::PosixAio;
             backend::probe(fallback)
                 .map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
-            eprintln!(
+            crate::say!(
                 "spindle: warning: {e}; falling back to the {} backend",
                 fallback.name()
             );
@@ -144,7 +144,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 
     let addrs: Vec<String> = bound.iter().map(|a| format!("http://{a}/")).collect();
     let loopback_only = bound.iter().all(|a| a.ip().is_loopback());
-    eprintln!(
+    // Scripts and tests read this line to learn the port.
+    crate::say!(
         "spindle: serving {} on {} (backend {}, {} worker{}){}",
         root.path().display(),
         addrs.join(" "),
@@ -159,7 +160,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     );
 
     if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
-        eprintln!(
+        crate::say!(
             "spindle: page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
             memory.describe(),
             if cfg.first_miss == FirstMiss::Auto {
@@ -175,7 +176,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let mut sig: libc::c_int = 0;
     // SAFETY: sigset is valid and `sig` a live out-parameter.
     unsafe { libc::sigwait(&sigset, &mut sig) };
-    eprintln!(
+    crate::say!(
         "spindle: got {}, finishing responses in flight (up to {:.0?})",
         if sig == libc::SIGINT {
             "SIGINT"
@@ -201,7 +202,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     match failed {
         Some(e) => Err(e),
         None => {
-            eprintln!("spindle: stopped");
+            crate::say!("spindle: stopped");
             Ok(())
         }
     }

@@ -122,15 +122,8 @@ fn running_out_of_descriptors_does_not_spin() {
         let mut child = cmd.spawn().unwrap();
         let addr = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(l) = text.lines().find(|l| l.contains("serving ")) {
-                break l
-                    .split("http://")
-                    .nth(1)
-                    .unwrap()
-                    .split('/')
-                    .next()
-                    .unwrap()
-                    .to_string();
+            if let Some(addr) = startup_addr(&text) {
+                break addr;
             }
             assert!(!text.contains("error"), "{text}");
             std::thread::sleep(Duration::from_millis(20));

@@ -635,7 +635,7 @@ impl<M: Mover> Worker<M> {
                             continue;
                         }
                         if !self.warned_emfile {
-                            eprintln!(
+                            crate::say!(
                                 "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
                                 self.ctx.id,
                                 io::Error::from_raw_os_error(e),
@@ -672,7 +672,7 @@ impl<M: Mover> Worker<M> {
         let who = Ticket { slot, gen };
         let bits = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
         if let Err(e) = epoll_add(self.epfd.as_raw_fd(), fd.as_raw_fd(), bits, who.token()) {
-            eprintln!(
+            crate::say!(
                 "spindle: worker {}: epoll_ctl: {e}; dropping a connection",
                 self.ctx.id
             );

@@ -309,7 +309,7 @@ fn reopen_direct(fd: RawFd) -> Option<OwnedFd> {
         } else {
             format!("reopening a file with O_DIRECT failed: {e}")
         };
-        eprintln!(
+        crate::say!(
             "spindle: linux-aio-sendfile: device {}:{}: {why}; reading its files with buffered AIO instead (those reads block the event loop)",
             libc::major(dev),
             libc::minor(dev)
@@ -449,11 +449,11 @@ impl Mover for LinuxAio {
             match unsafe { self.ctx.submit(&mut cb) } {
                 Ok(1) => {}
                 Ok(_) => {
-                    eprintln!("spindle: io_submit accepted no read; closing the connection");
+                    crate::say!("spindle: io_submit accepted no read; closing the connection");
                     return Progress::Fail;
                 }
                 Err(e) => {
-                    eprintln!("spindle: io_submit failed: {e}; closing the connection");
+                    crate::say!("spindle: io_submit failed: {e}; closing the connection");
                     return Progress::Fail;
                 }
             }
@@ -496,7 +496,7 @@ impl Mover for LinuxAio {
         debug_assert_eq!(st.slot, Some(chunk.slot));
         st.reading = false;
         if chunk.res < 0 {
-            eprintln!(
+            crate::say!(
                 "spindle: read failed: {}; closing the connection",
                 std::io::Error::from_raw_os_error(-chunk.res as i32)
             );

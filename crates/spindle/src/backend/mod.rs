@@ -54,7 +54,7 @@ pub fn unix_now() -> i64 {
 /// Logs a file that ended before the length promised in the head (the
 /// connection is then dropped: nothing correct can follow).
 pub fn truncated() {
-    eprintln!("spindle: a file was truncated while being sent; closing the connection");
+    crate::say!("spindle: a file was truncated while being sent; closing the connection");
 }
 
 /// Moves the body of a response into its head buffer when the file's

@@ -412,7 +412,7 @@ impl Mover for PosixAio {
             let file = match tx.file.as_ref().expect("file for body").try_clone() {
                 Ok(f) => f,
                 Err(e) => {
-                    eprintln!("spindle: cannot duplicate a file descriptor for an I/O thread: {e}; closing the connection");
+                    crate::say!("spindle: cannot duplicate a file descriptor for an I/O thread: {e}; closing the connection");
                     self.bufs_free.push(buf);
                     return Progress::Fail;
                 }
@@ -468,7 +468,7 @@ impl Mover for PosixAio {
                 tx.left -= n as u64;
             }
             Err(e) => {
-                eprintln!(
+                crate::say!(
                     "spindle: read failed: {}; closing the connection",
                     std::io::Error::from_raw_os_error(e)
                 );

@@ -245,7 +245,7 @@ fn go_direct(file: RawFd, tx: &mut Tx) {
 fn warn_direct(e: &std::io::Error) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        eprintln!(
+        crate::say!(
             "spindle: O_DIRECT refused by the file system ({e}); files used once are read through the page cache"
         );
     }
@@ -648,7 +648,7 @@ impl Worker {
                         return;
                     }
                     if !self.warned_emfile {
-                        eprintln!(
+                        crate::say!(
                             "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
                             self.ctx.id,
                             std::io::Error::from_raw_os_error(-res),

@@ -141,6 +141,15 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     p
 }
 
+/// The `host:port` in spindle's startup line, once that line is complete
+/// (ends in a newline) in `log`.
+pub fn startup_addr(log: &str) -> Option<String> {
+    let complete = &log[..log.rfind('\n')? + 1];
+    let line = complete.lines().find(|l| l.contains("spindle: serving "))?;
+    let url = line.split("http://").nth(1).expect("url in startup line");
+    Some(url.split('/').next().unwrap().to_string())
+}
+
 /// A running server, killed on drop.
 pub struct Server {
     pub child: Child,
@@ -178,9 +187,8 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let text = std::fs::read_to_string(&stderr_log).unwrap_or_default();
-            if let Some(line) = text.lines().find(|l| l.contains("serving ")) {
-                let url = line.split("http://").nth(1).expect("url in startup line");
-                let addr = url.split('/').next().unwrap().parse().expect("address");
+            if let Some(addr) = startup_addr(&text) {
+                let addr = addr.parse().expect("address");
                 return Server {
                     child,
                     addr,
