@@ -134,10 +134,21 @@ impl OpenFileCache {
         }
     }
 
-    /// The driver has waited for (and is about to process) new work: file
-    /// changes may have been reported meanwhile.
+    /// File changes may have been reported since the last lookup: the
+    /// next lookup drains the inotify queue first (one `read`). A driver
+    /// calls this after every wait for new work, or, if it watches
+    /// [`OpenFileCache::notify_fd`] for readability, only when that fd is
+    /// reported readable in the same batch as the requests it goes on to
+    /// serve (or earlier).
     pub fn batch(&mut self) {
         self.unsynced = true;
+    }
+
+    /// The inotify descriptor that becomes readable when a cached file
+    /// changes; `None` when the cache has no watches (it is disabled, or
+    /// inotify is unavailable and every lookup `fstat`s instead).
+    pub fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.notify.as_ref().map(|n| n.fd())
     }
 
     /// Drops every entry whose file inotify reported as changed.

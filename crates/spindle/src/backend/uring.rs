@@ -84,6 +84,8 @@ enum Op {
     PollOut,
     /// A READ into a response's second buffer (`Tx::ahead`).
     ReadAhead,
+    /// The open-file cache's inotify fd became readable (multishot poll).
+    Notify,
 }
 
 impl Op {
@@ -101,6 +103,7 @@ impl Op {
             10 => Op::Wake,
             11 => Op::PollOut,
             12 => Op::ReadAhead,
+            13 => Op::Notify,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -302,6 +305,10 @@ struct Worker {
     now: Instant,
     tick_ts: Box<types::Timespec>,
     tick_armed: bool,
+    /// A multishot poll on the open-file cache's inotify fd is in flight:
+    /// the cache then drains inotify only in batches where it fired,
+    /// instead of with one `read` after every wait.
+    notify_armed: bool,
     wake_buf: Box<u64>,
     draining: bool,
     drain_deadline: Option<Instant>,
@@ -335,6 +342,7 @@ pub fn probe() -> Result<(), String> {
         (opcode::Send::CODE, "SEND"),
         (opcode::Shutdown::CODE, "SHUTDOWN"),
         (opcode::Close::CODE, "CLOSE"),
+        (opcode::PollAdd::CODE, "POLL_ADD"),
     ] {
         if !p.is_supported(code) {
             return Err(format!(
@@ -419,6 +427,7 @@ impl Worker {
                     .nsec(TICK.subsec_nanos()),
             ),
             tick_armed: false,
+            notify_armed: false,
             wake_buf: Box::new(0),
             draining: false,
             drain_deadline: None,
@@ -438,6 +447,7 @@ impl Worker {
             w.arm_accept(i);
         }
         w.arm_tick();
+        w.arm_notify();
         let efd = w.ctx.shutdown.eventfd;
         let ptr = (&mut *w.wake_buf as *mut u64).cast::<u8>();
         w.push(
@@ -531,6 +541,22 @@ impl Worker {
         self.push(opcode::Timeout::new(ts).build(), ud(Op::Tick, NO_SLOT, 0));
     }
 
+    fn arm_notify(&mut self) {
+        if self.notify_armed || self.draining {
+            return;
+        }
+        let Some(fd) = self.files.notify_fd() else {
+            return;
+        };
+        self.notify_armed = true;
+        self.push(
+            opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+                .multi(true)
+                .build(),
+            ud(Op::Notify, NO_SLOT, 0),
+        );
+    }
+
     // ----- the loop -----------------------------------------------------
 
     fn event_loop(&mut self) -> Result<(), String> {
@@ -548,13 +574,25 @@ impl Worker {
                 Err(e) => return Err(format!("io_uring_enter failed: {e}")),
             }
             self.now = Instant::now();
-            self.files.batch();
             cqes.clear();
             cqes.extend(
                 self.ring
                     .completion()
                     .map(|c| (c.user_data(), c.result(), c.flags())),
             );
+            // A change to a cached file must be seen by every request that
+            // arrives after it. inotify queues its event, and wakes the
+            // poll, inside the syscall that changed the file, so the
+            // poll's completion is queued before that of any request sent
+            // afterwards: it is in this batch or an earlier one. Checking
+            // the whole batch before serving any of it covers both.
+            if !self.notify_armed
+                || cqes
+                    .iter()
+                    .any(|&(u, _, _)| matches!(ud_parts(u).0, Op::Notify))
+            {
+                self.files.batch();
+            }
             for &(user_data, res, flags) in &cqes {
                 self.complete(user_data, res, flags);
             }
@@ -572,6 +610,13 @@ impl Worker {
     }
 
     fn stop_timers_and_listeners(&mut self) {
+        if self.notify_armed {
+            self.notify_armed = false;
+            self.push(
+                opcode::PollRemove::new(ud(Op::Notify, NO_SLOT, 0)).build(),
+                ud(Op::Cancel, NO_SLOT, 0),
+            );
+        }
         if self.tick_armed {
             self.tick_armed = false;
             self.push(
@@ -596,6 +641,14 @@ impl Worker {
                 }
             }
             Op::Wake => self.on_wake(),
+            Op::Notify => {
+                if !more {
+                    // Ended (cancelled at shutdown, or out of memory): fall
+                    // back to draining after every wait, and re-arm.
+                    self.notify_armed = false;
+                    self.arm_notify();
+                }
+            }
             Op::Cancel => {}
             Op::Close if slot == NO_SLOT => {}
             _ => {
