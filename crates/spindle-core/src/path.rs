@@ -64,6 +64,13 @@ pub fn target_path(target: &[u8]) -> Option<&[u8]> {
 
 /// Decodes and checks `path` (which starts with `/`).
 pub fn resolve(path: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError> {
+    // Most targets have nothing to decode: check them in place.
+    if !path.contains(&b'%') {
+        if path.contains(&0) {
+            return Err(PathError::BadRequest);
+        }
+        return normalize(path, allow_dotfiles);
+    }
     let mut decoded = Vec::with_capacity(path.len());
     let mut i = 0;
     while i < path.len() {
@@ -88,6 +95,11 @@ pub fn resolve(path: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError>
             i += 1;
         }
     }
+    normalize(&decoded, allow_dotfiles)
+}
+
+/// Applies the segment rules to a decoded path.
+fn normalize(decoded: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError> {
     let is_dir_request = decoded.last() == Some(&b'/');
     let mut rel = Vec::with_capacity(decoded.len() + INDEX_FILE.len());
     for seg in decoded.split(|&b| b == b'/') {

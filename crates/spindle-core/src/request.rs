@@ -90,6 +90,19 @@ pub enum Parsed {
 /// Enforces `max_request_line` (414) and `max_header_bytes` (431); syntax
 /// errors give 400 and an unknown HTTP version 505.
 pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Parsed {
+    parse_reusing(buf, max_request_line, max_header_bytes, &mut None)
+}
+
+/// [`parse`], building a complete request in `spare`'s allocation (and its
+/// target's) when there is one, rather than in new ones: a keep-alive
+/// connection then parses request after request without allocating.
+/// `spare` is left alone unless a head is complete.
+pub fn parse_reusing(
+    buf: &[u8],
+    max_request_line: usize,
+    max_header_bytes: usize,
+    spare: &mut Option<Box<Request>>,
+) -> Parsed {
     // RFC 9112 §2.2: a server SHOULD ignore at least one empty line before
     // the request line. Leading CRLFs are skipped by the caller; here a
     // request line that has no end within the limit is too long.
@@ -126,7 +139,13 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
         "HEAD" => Method::Head,
         m => Method::Other(m.to_string()),
     };
-    let target = req.path.unwrap_or("").as_bytes().to_vec();
+    let mut spare = spare.take();
+    let mut target = spare
+        .as_mut()
+        .map(|r| std::mem::take(&mut r.target))
+        .unwrap_or_default();
+    target.clear();
+    target.extend_from_slice(req.path.unwrap_or("").as_bytes());
     // Only for rejections: the request line, as far as it was understood.
     let reject = |status: u16, r: Request| {
         Parsed::Rejected(Rejection {
@@ -228,7 +247,13 @@ pub fn parse(buf: &[u8], max_request_line: usize, max_header_bytes: usize) -> Pa
     } else {
         conn_keep_alive && !conn_close
     };
-    Parsed::Complete(Box::new(r))
+    match spare {
+        Some(mut b) => {
+            *b = r;
+            Parsed::Complete(b)
+        }
+        None => Parsed::Complete(Box::new(r)),
+    }
 }
 
 fn append_list(slot: &mut Option<Vec<u8>>, v: &[u8]) {
@@ -352,5 +377,34 @@ mod tests {
             panic!()
         };
         assert_eq!(r.body, BodyFraming::Chunked);
+    }
+
+    #[test]
+    fn a_reused_request_keeps_nothing_of_the_last_one() {
+        let first = b"GET /a/long/first/target HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nUser-Agent: u\r\nIf-None-Match: \"e\"\r\n\r\n";
+        let second = b"HEAD /b HTTP/1.0\r\n\r\n";
+        let Parsed::Complete(a) = parse(first, 4096, 8192) else {
+            panic!()
+        };
+        let (box_ptr, target_cap) = (&*a as *const Request, a.target.capacity());
+        let mut spare = Some(a);
+        let Parsed::Complete(b) = parse_reusing(second, 4096, 8192, &mut spare) else {
+            panic!()
+        };
+        assert!(spare.is_none());
+        assert_eq!(&*b as *const Request, box_ptr, "the allocation is reused");
+        assert_eq!(b.target.capacity(), target_cap, "and the target's");
+        let Parsed::Complete(fresh) = parse(second, 4096, 8192) else {
+            panic!()
+        };
+        assert_eq!(format!("{b:?}"), format!("{fresh:?}"));
+
+        // An incomplete head leaves the spare where it was.
+        let mut spare = Some(b);
+        assert!(matches!(
+            parse_reusing(b"GET / HTTP/1.1\r\n", 4096, 8192, &mut spare),
+            Parsed::Partial
+        ));
+        assert!(spare.is_some());
     }
 }

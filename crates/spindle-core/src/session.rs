@@ -256,7 +256,14 @@ impl Session {
         if self.buf.is_empty() {
             return Step::NeedInput;
         }
-        let req = match request::parse(&self.buf, cfg.max_request_line, cfg.max_header_bytes) {
+        // The last request's allocation is reused: its log line (the only
+        // reader of `last_req` after `sent`) has been written by now.
+        let req = match request::parse_reusing(
+            &self.buf,
+            cfg.max_request_line,
+            cfg.max_header_bytes,
+            &mut self.last_req,
+        ) {
             Parsed::Partial => return Step::NeedInput,
             Parsed::Rejected(r) => {
                 self.unread_input = true;
