@@ -643,10 +643,16 @@ impl Worker {
             Op::Wake => self.on_wake(),
             Op::Notify => {
                 if !more {
-                    // Ended (cancelled at shutdown, or out of memory): fall
-                    // back to draining after every wait, and re-arm.
+                    // The multishot poll ended: the inotify queue is drained
+                    // after every wait from now on. A poll the kernel ended
+                    // without an error (it may, e.g. when the completion
+                    // queue overflowed) is armed again; after an error, or
+                    // the cancel at shutdown, it is not, so that a poll
+                    // that keeps failing cannot spin the loop.
                     self.notify_armed = false;
-                    self.arm_notify();
+                    if res >= 0 {
+                        self.arm_notify();
+                    }
                 }
             }
             Op::Cancel => {}
