@@ -30,16 +30,11 @@ const BIG: usize = 2 << 20;
 /// room for a noisy machine.
 const STALL: Duration = Duration::from_millis(60);
 
+/// Random content, made the way `mkfiles` makes it (data.rs).
 fn pattern(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
+    use rand::{RngCore, SeedableRng};
+    let mut v = vec![0u8; len];
+    rand::rngs::SmallRng::seed_from_u64(7).fill_bytes(&mut v);
     v
 }
 
