@@ -29,6 +29,5 @@ pub mod filecache;
 pub mod fs;
 pub mod memory;
 pub mod net;
-pub mod pipe;
 pub mod recent;
 pub mod server;

@@ -49,7 +49,6 @@ use crate::config::FirstMiss;
 use crate::filecache::OpenFileCache;
 use crate::fs;
 use crate::net;
-use crate::pipe::Pipe;
 
 /// Submission queue entries per ring (the completion queue is twice this).
 pub const RING_ENTRIES: u32 = 4096;
@@ -87,8 +86,6 @@ enum Op {
     ReadAhead,
     /// The open-file cache's inotify fd became readable (multishot poll).
     Notify,
-    /// A SPLICE from the file into a response's pipe (`Tx::pipe`).
-    Splice,
 }
 
 impl Op {
@@ -107,7 +104,6 @@ impl Op {
             11 => Op::PollOut,
             12 => Op::ReadAhead,
             13 => Op::Notify,
-            14 => Op::Splice,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -195,24 +191,6 @@ struct Tx {
     await_ahead: bool,
     /// Queued in `pool_waiters` for a chunk buffer.
     waiting: bool,
-    /// After a miss, a large body's chunks travel through this pipe: a
-    /// SPLICE from the file fills it in an io-wq thread (where any wait
-    /// for the disk happens), and `splice(2)` drains it to the socket.
-    /// No copy, where a READ would copy every chunk into a buffer.
-    pipe: Option<Pipe>,
-    /// Bytes in the pipe not yet sent.
-    pipe_len: usize,
-    /// A SPLICE into the pipe is in flight.
-    splicing: bool,
-    /// pump() found the pipe empty and that SPLICE in flight: its
-    /// completion continues the response.
-    await_splice: bool,
-    /// The body is longer than one chunk, so after a miss its chunks go
-    /// through `pipe`; cleared when the file system cannot splice. A body
-    /// of one chunk is READ: it copies one chunk at most, and a buffered
-    /// READ waits for the disk without an io-wq thread, where a SPLICE
-    /// takes one (a cold set of small files would want one per miss).
-    splice: bool,
 }
 
 /// A chunk being read ahead (see [`Tx::ahead`]).
@@ -264,20 +242,6 @@ fn go_direct(file: RawFd, tx: &mut Tx) {
             tx.first_use = false;
         }
     }
-}
-
-/// Sends what is left of the head by a direct `send(MSG_MORE)`, so that it
-/// joins the file bytes that follow in one segment. `false` when the
-/// connection failed; a full socket leaves the rest for a ring `SEND`.
-fn send_head_now(fd: RawFd, tx: &mut Tx) -> bool {
-    if tx.head_sent < tx.resp.head.len() {
-        match epoll::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
-            Ok(k) => tx.head_sent += k,
-            Err(Stop::Full) => {}
-            Err(Stop::Fail) => return false,
-        }
-    }
-    true
 }
 
 /// Says once per process that `O_DIRECT` reads fell back to the page cache.
@@ -333,10 +297,6 @@ struct Worker {
     pool_limit: usize,
     pool_waiters: VecDeque<u32>,
     chunk_size: usize,
-    // Pipes for splicing (Tx::pipe): empty ones kept for reuse, and how
-    // many exist, at most `pool_limit`.
-    pipes_free: Vec<Pipe>,
-    pipes_live: usize,
     // Accepting.
     accept_armed: Vec<bool>,
     accept_resume: Option<Instant>,
@@ -383,7 +343,6 @@ pub fn probe() -> Result<(), String> {
         (opcode::Shutdown::CODE, "SHUTDOWN"),
         (opcode::Close::CODE, "CLOSE"),
         (opcode::PollAdd::CODE, "POLL_ADD"),
-        (opcode::Splice::CODE, "SPLICE"),
     ] {
         if !p.is_supported(code) {
             return Err(format!(
@@ -458,8 +417,6 @@ impl Worker {
             pool_limit: ctx.cfg.max_inflight as usize,
             pool_waiters: VecDeque::new(),
             chunk_size: ctx.cfg.chunk_size as usize,
-            pipes_free: Vec::new(),
-            pipes_live: 0,
             accept_armed: vec![false; listeners.len()],
             accept_resume: None,
             listeners,
@@ -714,7 +671,6 @@ impl Worker {
                     Op::Open => self.on_open(slot, res),
                     Op::Read => self.on_read(slot, res),
                     Op::ReadAhead => self.on_read_ahead(slot, res),
-                    Op::Splice => self.on_splice(slot, res),
                     Op::Send => self.on_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
                     Op::PollOut => {
@@ -1087,7 +1043,6 @@ impl Worker {
     fn start_tx(&mut self, slot: u32, resp: Response) {
         let send_timeout = self.ctx.cfg.send_timeout;
         let now = self.now;
-        let chunk = self.chunk_size as u64;
         let c = self.conn(slot);
         c.phase = Phase::Sending;
         c.deadline = now + send_timeout;
@@ -1114,11 +1069,6 @@ impl Worker {
             ahead: None,
             await_ahead: false,
             waiting: false,
-            pipe: None,
-            pipe_len: 0,
-            splicing: false,
-            await_splice: false,
-            splice: file_left > SENDFILE_MIN.max(chunk),
         });
         self.pump(slot);
     }
@@ -1130,16 +1080,11 @@ impl Worker {
         let fd = c.fd;
         let tx = c.tx.as_mut().expect("response in progress");
         let buffered = tx.buf_pos < tx.buf_end;
-        let piped = tx.pipe_len > 0;
         // 1. The head alone: when no file bytes follow, or when file bytes
-        //    wait without it in the buffer (it did not fit in front) or in
-        //    the pipe.
-        if tx.head_sent < tx.resp.head.len()
-            && !tx.head_in_buf
-            && (tx.file_left == 0 || buffered || piped)
-        {
+        //    wait in the buffer without it (it did not fit in front).
+        if tx.head_sent < tx.resp.head.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered) {
             let h = &tx.resp.head[tx.head_sent..];
-            let more = if tx.file_left > 0 || buffered || piped {
+            let more = if tx.file_left > 0 || buffered {
                 libc::MSG_MORE
             } else {
                 0
@@ -1161,41 +1106,6 @@ impl Worker {
             self.push_conn(slot, Op::Send, sqe);
             self.read_ahead(slot);
             return;
-        }
-        // 2b. Bytes in the pipe (the head has gone), straight to the socket.
-        //     They are uptodate page-cache pages, so this cannot wait for
-        //     the disk; it waits for socket space in the ring, with the
-        //     next chunk's SPLICE in flight meanwhile.
-        if let Some(pipe) = &tx.pipe {
-            while tx.pipe_len > 0 {
-                let more = tx.file_left > 0 || tx.splicing;
-                match pipe.drain_to(fd, tx.pipe_len, more) {
-                    Ok(n) if n > 0 => {
-                        tx.pipe_len -= n;
-                        tx.body_sent += n as u64;
-                        c.deadline = self.now + self.ctx.cfg.send_timeout;
-                    }
-                    Err(libc::EAGAIN) => {
-                        self.push_conn(
-                            slot,
-                            Op::PollOut,
-                            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
-                        );
-                        self.splice_ahead(slot);
-                        return;
-                    }
-                    // 0 from a pipe holding bytes, or a socket error.
-                    _ => {
-                        self.abort(slot);
-                        return;
-                    }
-                }
-            }
-            if tx.splicing {
-                // Empty, and the next bytes are on their way.
-                tx.await_splice = true;
-                return;
-            }
         }
         // 3. Done.
         if tx.file_left == 0 && tx.ahead.is_none() {
@@ -1283,7 +1193,7 @@ impl Worker {
             }
         }
         // 5. The chunk read ahead, if there is one: its buffer becomes the
-        //    response's (the drained one goes back to the pool).
+        //    response's (the drained one goes back to the pool) ...
         if let Some(a) = &tx.ahead {
             if a.res.is_none() {
                 tx.await_ahead = true;
@@ -1292,51 +1202,9 @@ impl Worker {
             self.take_ahead(slot);
             return;
         }
-        // 6. A file's first use whose chunk is not all in the page cache (a
-        //    large body's was probed in step 4) reads with O_DIRECT
-        //    (recent.rs). Not RWF_NOWAIT for the probe: a buffered read
-        //    that would wait still starts readahead into the page cache
-        //    before it fails with EAGAIN.
-        let file = c.file.as_ref().expect("file for body").as_raw_fd();
-        if tx.first_use && !tx.direct {
-            let n = (chunk as u64).min(tx.file_left);
-            if !tx.small || fs::range_cached(file, tx.file_off, n) != Some(true) {
-                // A miss: never sendfile after this (step 4), also while
-                // this response waits below for a chunk buffer.
-                tx.missed = true;
-                go_direct(file, tx);
-            }
-        }
-        // 7. A large body through the page cache: SPLICE the next chunk
-        //    into the response's pipe (step 2b sends it on).
-        if tx.splice && !tx.direct {
-            debug_assert!(tx.buf_pos == tx.buf_end && tx.pipe_len == 0 && !tx.splicing);
-            let fresh = if tx.pipe.is_none() {
-                self.take_pipe()
-            } else {
-                None
-            };
-            let c = self.conns[slot as usize].as_mut().expect("live slot");
-            let tx = c.tx.as_mut().expect("tx");
-            if fresh.is_some() {
-                tx.pipe = fresh;
-            }
-            if tx.pipe.is_some() {
-                tx.missed = true;
-                tx.await_splice = true;
-                if let Some(b) = tx.buf.take() {
-                    // Left from a READ when no pipe was free.
-                    self.give_pool_buf(b);
-                }
-                self.splice_ahead(slot);
-                return;
-            }
-        }
-        // 8. Or an asynchronous READ into a chunk buffer, at HEAD_RESERVE
-        //    (the head goes in front once the bytes are in): through the
-        //    page cache, or with O_DIRECT.
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let tx = c.tx.as_mut().expect("tx");
+        // ... or an asynchronous READ into a chunk buffer, at HEAD_RESERVE
+        //    (the head goes in front once the bytes are in): through the page
+        //    cache, or with O_DIRECT on a file's first use (recent.rs).
         let b = match tx.buf {
             Some(b) => b,
             None => match self.take_pool_buf() {
@@ -1350,8 +1218,19 @@ impl Worker {
             },
         };
         let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("tx");
         tx.buf = Some(b);
+        if tx.first_use && !tx.direct {
+            // A first use whose chunk is not all in the page cache (a large
+            // body's was probed in step 4). Not RWF_NOWAIT for the probe: a
+            // buffered read that would wait still starts readahead into the
+            // page cache before it fails with EAGAIN.
+            let n = (chunk as u64).min(tx.file_left);
+            if !tx.small || fs::range_cached(file, tx.file_off, n) != Some(true) {
+                go_direct(file, tx);
+            }
+        }
         let (skip, want, len) = if tx.direct {
             // Whole aligned blocks: from the block holding file_off, and
             // to the end of a block (past the end of the file, the read
@@ -1531,9 +1410,15 @@ impl Worker {
         // cannot wait), and keep the buffer's copy only for what the socket
         // would not take now, or for pages reclaimed in between.
         if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
-            if !send_head_now(c.fd, tx) {
-                self.abort(slot);
-                return;
+            if tx.head_sent < tx.resp.head.len() {
+                match epoll::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                    Ok(k) => tx.head_sent += k,
+                    Err(Stop::Full) => {}
+                    Err(Stop::Fail) => {
+                        self.abort(slot);
+                        return;
+                    }
+                }
             }
             if tx.head_sent == tx.resp.head.len() {
                 let mut sent = 0u64;
@@ -1578,89 +1463,6 @@ impl Worker {
             // All sent by sendfile: the buffer can serve someone else.
             tx.buf = None;
             self.give_pool_buf(b as u32);
-        }
-        self.pump(slot);
-    }
-
-    /// Issues a SPLICE of the response's next chunk into its pipe, unless
-    /// one is in flight, nothing is left to fetch, or the pipe lacks room.
-    /// The pipe holds two chunks: one being drained to the socket while
-    /// the next is fetched.
-    fn splice_ahead(&mut self, slot: u32) {
-        let chunk = self.chunk_size;
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let tx = c.tx.as_mut().expect("response in progress");
-        let Some(pipe) = &tx.pipe else { return };
-        let n = (chunk.min(pipe.cap() / 2) as u64).min(tx.file_left) as usize;
-        if tx.splicing || n == 0 || tx.pipe_len + n > pipe.cap() {
-            return;
-        }
-        let file = c.file.as_ref().expect("file for body").as_raw_fd();
-        let sqe = opcode::Splice::new(
-            types::Fd(file),
-            tx.file_off as i64,
-            types::Fd(pipe.write_fd()),
-            -1,
-            n as u32,
-        )
-        .build();
-        tx.splicing = true;
-        self.push_conn(slot, Op::Splice, sqe);
-    }
-
-    fn on_splice(&mut self, slot: u32, res: i32) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let tx = c.tx.as_mut().expect("SPLICE without a response");
-        debug_assert!(tx.splicing);
-        tx.splicing = false;
-        let resume = std::mem::take(&mut tx.await_splice);
-        if c.phase == Phase::Closing {
-            // What it moved into the pipe is not wanted now: a pipe that
-            // holds bytes is closed rather than reused.
-            tx.pipe_len += res.max(0) as usize;
-            self.release_tx(slot);
-            self.maybe_release(slot);
-            return;
-        }
-        if res == -libc::EAGAIN && tx.pipe_len > 0 {
-            // The pipe had no free slot (an unaligned range spans one page
-            // more per chunk than the pipe was sized for): fetch again once
-            // it has been drained.
-            debug_assert!(!resume);
-            return;
-        }
-        if res == -libc::EINVAL && tx.pipe_len == 0 {
-            // The file system has no splice_read: READ this response
-            // instead. The pipe is empty and goes back to the pool.
-            tx.splice = false;
-            let p = tx.pipe.take().expect("pipe");
-            self.give_pipe(p);
-            self.pump(slot);
-            return;
-        }
-        if res <= 0 {
-            // 0: EOF before the promised length, the file shrank (see
-            // on_read).
-            if res == 0 {
-                truncated();
-            }
-            self.abort(slot);
-            return;
-        }
-        let n = res as usize;
-        tx.file_off += n as u64;
-        tx.file_left -= n as u64;
-        tx.pipe_len += n;
-        if !resume {
-            // A SEND or POLLOUT is in flight and will drain the pipe; keep
-            // fetching meanwhile.
-            self.splice_ahead(slot);
-            return;
-        }
-        // If the socket is full, pump sends the rest of the head by the ring.
-        if !send_head_now(c.fd, tx) {
-            self.abort(slot);
-            return;
         }
         self.pump(slot);
     }
@@ -1742,17 +1544,8 @@ impl Worker {
                 Some(a) if a.res.is_some() => tx.ahead.take().map(|a| a.buf),
                 _ => None,
             };
-            // A pipe goes back empty, or is closed (its pages with it);
-            // one that a SPLICE is filling stays until on_splice.
-            let pipe = if tx.splicing { None } else { tx.pipe.take() };
-            let empty = std::mem::take(&mut tx.pipe_len) == 0;
             for b in [main, ahead].into_iter().flatten() {
                 self.give_pool_buf(b);
-            }
-            match pipe {
-                Some(p) if empty => self.give_pipe(p),
-                Some(_) => self.pipes_live -= 1,
-                None => {}
             }
         }
     }
@@ -1767,25 +1560,6 @@ impl Worker {
             return Some((self.pool.len() - 1) as u32);
         }
         None
-    }
-
-    /// An empty pipe for splicing, if the budget (one per chunk buffer)
-    /// and the kernel allow one.
-    fn take_pipe(&mut self) -> Option<Pipe> {
-        if let Some(p) = self.pipes_free.pop() {
-            return Some(p);
-        }
-        if self.pipes_live >= self.pool_limit {
-            return None;
-        }
-        let p = Pipe::new(2 * self.chunk_size)?;
-        self.pipes_live += 1;
-        Some(p)
-    }
-
-    /// Keeps an empty pipe for the next response.
-    fn give_pipe(&mut self, p: Pipe) {
-        self.pipes_free.push(p);
     }
 
     fn give_pool_buf(&mut self, b: u32) {
@@ -1872,7 +1646,6 @@ impl Worker {
         if let Some(tx) = &c.tx {
             debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
             debug_assert!(tx.ahead.is_none(), "read-ahead buffer leaked");
-            debug_assert!(tx.pipe.is_none(), "pipe leaked");
         }
         self.push(
             opcode::Close::new(types::Fd(c.fd)).build(),
