@@ -64,11 +64,9 @@ pub fn target_path(target: &[u8]) -> Option<&[u8]> {
 
 /// Decodes and checks `path` (which starts with `/`).
 pub fn resolve(path: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError> {
-    // Most targets have nothing to decode: check them in place.
-    if !path.contains(&b'%') {
-        if path.contains(&0) {
-            return Err(PathError::BadRequest);
-        }
+    // Most targets have nothing to decode: check them in place, after one
+    // scan (a raw NUL is refused by the loop below).
+    if !path.iter().any(|&b| b == b'%' || b == 0) {
         return normalize(path, allow_dotfiles);
     }
     let mut decoded = Vec::with_capacity(path.len());
