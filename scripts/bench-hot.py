@@ -3,10 +3,13 @@
 
 One server worker pinned to CPU 0, `wrk -t1 -c100` pinned to CPU 1, random
 URLs over 10,000 files of 100 KiB and over 1,000 files of 1 KiB. Servers
-run interleaved in rounds (A B C, A B C, ...); the table reports medians
-(with min-max) of req/s and of the server's own CPU seconds per 10,000
-requests (utime+stime of every thread of every server process, io-wq
-workers included, from /proc/PID/stat).
+run interleaved in rounds, and each round starts one server later than
+the last (A B C, B C A, C A B, ...) so that no server always runs first
+after a change of set. The table reports medians (with min-max) of req/s
+and of the server's own CPU seconds per 10,000 requests (utime+stime of
+every thread of every server process, io-wq workers included, from
+/proc/PID/stat), and how busy wrk kept its own core (its utime+stime over
+the wall time of the run): near 100%, the client is what limits req/s.
 
 Usage: scripts/bench-hot.py [--rounds 3] [--seconds 10] [--servers a,b,...]
           [--data /var/tmp/spindle-hot] [--out docs/results/hot-path.md]
@@ -15,7 +18,7 @@ compare builds), nginx, lighttpd.
 Needs: wrk, nginx, lighttpd (apt-get install wrk nginx lighttpd), a
 release build of spindle (cargo build --release), and 2+ CPUs.
 """
-import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, os, re, resource, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETS = {"100k": (10_000, 100 * 1024), "1k": (1_000, 1024)}
@@ -130,10 +133,17 @@ def cpu_seconds(pids):
 
 
 def run_wrk(port, set_name, seconds, lua):
+    """Returns (requests, req/s, the share of its core wrk kept busy)."""
     count = SETS[set_name][0]
     env = dict(os.environ, NFILES=str(count), PREFIX=f"/{set_name}/")
+    # taskset execs wrk, so wrk is the child whose usage this counts.
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
     out = sh(["taskset", "-c", "1", "wrk", "-t1", "-c100", f"-d{seconds}s", "-s", lua,
               f"http://127.0.0.1:{port}/"], env=env)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.monotonic() - t0
+    busy = ((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)) / wall * 100
     reqs = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -141,7 +151,7 @@ def run_wrk(port, set_name, seconds, lua):
     if errors or sock_err:
         print(f"    wrk reported: {errors.group(0) if errors else ''} {sock_err.group(0) if sock_err else ''}",
               file=sys.stderr)
-    return reqs, rps
+    return reqs, rps, busy
 
 
 def main():
@@ -172,7 +182,8 @@ def main():
     results = {}
     for r in range(a.rounds):
         for set_name in a.sets.split(","):
-            for s in servers:
+            k = r % len(servers)
+            for s in servers[k:] + servers[:k]:
                 tmp = tempfile.mkdtemp(prefix="bench-hot-")
                 port = free_port()
                 proc = start(s, a.data, port, tmp)
@@ -180,18 +191,18 @@ def main():
                     run_wrk(port, set_name, 2, lua)  # warm-up (open-file caches, TCP)
                     pids = pids_of(proc)
                     c0 = cpu_seconds(pids)
-                    reqs, rps = run_wrk(port, set_name, a.seconds, lua)
+                    reqs, rps, busy = run_wrk(port, set_name, a.seconds, lua)
                     c1 = cpu_seconds(pids)
                 finally:
                     os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait()
                     shutil.rmtree(tmp, ignore_errors=True)
                 cpu10k = (c1 - c0) / reqs * 10_000
-                results.setdefault((set_name, s), []).append((rps, cpu10k))
-                print(f"round {r + 1} {set_name:>4} {s:<28} {rps:>10.0f} req/s  {cpu10k:.3f} CPU s/10k req",
-                      file=sys.stderr)
-    lines = ["| set | server | req/s median (min-max) | server CPU s / 10k req median (min-max) | req/s vs best peer | CPU vs best peer |",
-             "|---|---|---|---|---|---|"]
+                results.setdefault((set_name, s), []).append((rps, cpu10k, busy))
+                print(f"round {r + 1} {set_name:>4} {s:<28} {rps:>10.0f} req/s  {cpu10k:.3f} CPU s/10k req"
+                      f"  wrk {busy:.0f}%", file=sys.stderr)
+    lines = ["| set | server | req/s median (min-max) | server CPU s / 10k req median (min-max) | req/s vs best peer | CPU vs best peer | wrk's core busy |",
+             "|---|---|---|---|---|---|---|"]
     for set_name in a.sets.split(","):
         med = {}
         for s in servers:
@@ -207,7 +218,8 @@ def main():
             r1 = f"{med[s][0] / best_rps:.2f}x" if best_rps else "-"
             r2 = f"{med[s][1] / best_cpu:.2f}x" if best_cpu else "-"
             lines.append(f"| {set_name} | {s} | {med[s][0]:,.0f} ({min(rps):,.0f}-{max(rps):,.0f}) | "
-                         f"{med[s][1]:.3f} ({min(cpu):.3f}-{max(cpu):.3f}) | {r1} | {r2} |")
+                         f"{med[s][1]:.3f} ({min(cpu):.3f}-{max(cpu):.3f}) | {r1} | {r2} | "
+                         f"{statistics.median(x[2] for x in v):.0f}% |")
     table = "\n".join(lines)
     print(table)
     if a.out:
