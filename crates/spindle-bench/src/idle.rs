@@ -74,35 +74,34 @@ pub fn run(a: IdleArgs) -> Result<()> {
     report.baseline = c.baseline(&servers);
     report.primary = "req_per_sec".into();
     report.notes = notes;
-    report.notes.push("one server process group per round and server, steps run in order on it; RSS = sum of VmRSS over the server's processes, sampled every 100 ms during the run, max kept".into());
+    report.notes.push("a fresh server process group for every round, step and server: a step's RSS is that of a server that has held only that step's connections; the steps run in ascending order in odd rounds and descending in even ones, and the servers' order rotates, so that drift in the machine does not fall on one step; RSS = sum of VmRSS over the server's processes, sampled every 100 ms during the run, max kept".into());
     let work = common::workdir(&c.out, "idle")?;
     let progress = Progress::new(
         c.rounds() as u64 * servers.len() as u64 * steps.len() as u64,
         "idle",
     );
     for round in 0..c.rounds() {
-        for (server, _) in &servers {
-            let name = server.name();
-            let running = match Running::start(server, &common::setup(&tiny.dir, c.workers)) {
-                Ok(r) => r,
-                Err(e) => {
-                    for n in &steps {
-                        report.add(
-                            &format!("{n} idle connections"),
-                            &name,
-                            Err(anyhow::anyhow!("{e:#}")),
-                        );
-                        progress.done(format!("round {} {name}: {e:#}", round + 1));
-                    }
-                    continue;
-                }
-            };
-            let urls = work.join("urls");
-            common::write_urls(&urls, running.port, &tiny.files)?;
-            for &n in &steps {
-                let group = format!("{n} idle connections");
+        let mut order = steps.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for &n in &order {
+            let group = format!("{n} idle connections");
+            let k = round as usize % servers.len().max(1);
+            for (server, _) in servers[k..].iter().chain(&servers[..k]) {
+                let name = server.name();
                 progress.start(format!("round {} {group} {name}", round + 1));
-                let r = step(&running, &urls, n, seconds, a.parallel, &work);
+                let r = Running::start(server, &common::setup(&tiny.dir, c.workers))
+                    .map_err(|e| anyhow::anyhow!("{e:#}"))
+                    .and_then(|running| {
+                        let urls = work.join("urls");
+                        common::write_urls(&urls, running.port, &tiny.files)?;
+                        step(&running, &urls, n, seconds, a.parallel, &work)
+                    })
+                    .map(|mut m| {
+                        m.insert("round".into(), (round + 1) as f64);
+                        m
+                    });
                 let line = match &r {
                     Ok(m) => format!(
                         "round {} {n:>6} idle {name:<28} {:>9.0} req/s RSS {:>7.1} MiB",
@@ -115,12 +114,11 @@ pub fn run(a: IdleArgs) -> Result<()> {
                 report.add(&group, &name, r);
                 progress.done(line);
             }
-            drop(running);
         }
     }
     progress.finish();
     // The bars: throughput at the largest step vs 0, RSS growth per idle connection.
-    let mut o = String::from("## Per idle connection\n\n| server | req/s at max idle / at 0 | RSS growth per idle connection (KiB) |\n|---|---:|---:|\n");
+    let mut o = String::from("## Per idle connection\n\n| server | req/s at max idle / at 0 | the same, round by round | RSS growth per idle connection (KiB) |\n|---|---:|---|---:|\n");
     let (first, last) = (
         steps.first().copied().unwrap_or(0),
         steps.last().copied().unwrap_or(0),
@@ -142,7 +140,12 @@ pub fn run(a: IdleArgs) -> Result<()> {
             }
             _ => "–".into(),
         };
-        o.push_str(&format!("| {} | {ratio} | {per} |\n", s.name()));
+        let rounds = paired_ratios(&report, &g0, &g1, &s.name(), "req_per_sec")
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        o.push_str(&format!("| {} | {ratio} | {rounds} | {per} |\n", s.name()));
     }
     o.push_str("\nBars (issue 5): spindle io-uring keeps ≥ 0.95 of its 0-idle throughput at 10,000 idle connections, and its RSS grows by ≤ 4 KiB per idle connection.\n");
     report.extra_md.push(o);
@@ -151,6 +154,24 @@ pub fn run(a: IdleArgs) -> Result<()> {
         eprintln!("wrote {}", f.display());
     }
     Ok(())
+}
+
+/// `key` at group `g1` over `key` at group `g0`, for each round in which
+/// the server has a sample in both.
+fn paired_ratios(report: &Report, g0: &str, g1: &str, server: &str, key: &str) -> Vec<f64> {
+    let samples = |g: &str| {
+        report
+            .series
+            .iter()
+            .filter(|x| x.group == g && x.server == server)
+            .flat_map(|x| x.samples.iter())
+            .filter_map(|m| Some((*m.get("round")? as u64, *m.get(key)?)))
+            .collect::<std::collections::BTreeMap<u64, f64>>()
+    };
+    let (a, b) = (samples(g0), samples(g1));
+    a.iter()
+        .filter_map(|(r, x)| Some(b.get(r)? / x).filter(|_| *x > 0.0))
+        .collect()
 }
 
 fn step(

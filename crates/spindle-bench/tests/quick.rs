@@ -1,5 +1,5 @@
-//! `cold --quick` and `hot --quick` end to end against every spindle backend (and nginx
-//! and lighttpd when installed): the harness itself, not performance.
+//! `cold --quick`, `hot --quick` and `idle --quick` end to end against every spindle
+//! backend (and nginx and lighttpd when installed): the harness itself, not performance.
 
 mod common;
 
@@ -144,6 +144,52 @@ fn quick_cold_and_hot_end_to_end() {
         t0.elapsed() < Duration::from_secs(110),
         "quick mode stays quick"
     );
+}
+
+#[test]
+fn quick_idle_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let st = Command::new(EXE)
+        .args(["idle", "--quick", "--servers", SERVERS])
+        .arg("--data")
+        .arg(tmp.path().join("data"))
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "idle --quick exits 0");
+    // Two steps (0 and 100 idle connections), a fresh server for each.
+    let idle = check_outputs(&out, "idle", 2);
+    for s in idle["series"].as_array().unwrap() {
+        let m = &s["samples"][0];
+        assert_eq!(m["round"].as_f64(), Some(1.0), "{s}");
+        assert!(m["rss_mib"].as_f64().unwrap() > 0.0, "RSS sampled: {s}");
+        assert!(m["req_per_sec"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let held: Vec<f64> = idle["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["group"] == "100 idle connections")
+        .map(|s| s["samples"][0]["idle_held_at_end"].as_f64().unwrap())
+        .collect();
+    assert!(
+        !held.is_empty() && held.iter().all(|&h| h == 100.0),
+        "{held:?}"
+    );
+    // The bar table pairs the steps round by round.
+    let md = std::fs::read_to_string(out.join("idle.md")).unwrap();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| spindle-io-uring | ") && l.matches('|').count() == 5)
+        .expect("a per-idle-connection row for spindle-io-uring");
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(
+        cells[2], cells[3],
+        "one round: the paired ratio is the ratio of medians: {row}"
+    );
+    assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{row}");
 }
 
 #[test]
