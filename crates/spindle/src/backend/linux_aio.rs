@@ -530,7 +530,12 @@ impl Mover for LinuxAio {
         }
         st.dirty = false;
         st.data_left = 0;
+        // The next response on this connection is for another file (or the
+        // same one, opened again): it gets its own O_DIRECT reopen. Left
+        // set, it would read through the buffered descriptor, and a
+        // buffered AIO read waits for the disk inside io_submit.
         st.direct = None;
+        st.direct_tried = false;
     }
 
     fn next_waiter(&mut self) -> Option<Ticket> {
