@@ -92,7 +92,6 @@ pub fn run(a: IdleArgs) -> Result<()> {
                 let name = server.name();
                 progress.start(format!("round {} {group} {name}", round + 1));
                 let r = Running::start(server, &common::setup(&tiny.dir, c.workers))
-                    .map_err(|e| anyhow::anyhow!("{e:#}"))
                     .and_then(|running| {
                         let urls = work.join("urls");
                         common::write_urls(&urls, running.port, &tiny.files)?;

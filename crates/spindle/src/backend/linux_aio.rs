@@ -528,14 +528,12 @@ impl Mover for LinuxAio {
             }
             // A read in flight: the slot is freed when it is reaped.
         }
-        st.dirty = false;
-        st.data_left = 0;
-        // The next response on this connection is for another file (or the
-        // same one, opened again): it gets its own O_DIRECT reopen. Left
-        // set, it would read through the buffered descriptor, and a
-        // buffered AIO read waits for the disk inside io_submit.
-        st.direct = None;
-        st.direct_tried = false;
+        // Everything else belongs to this response too, the O_DIRECT
+        // reopen included: the next response on the connection starts from
+        // scratch and reopens its own file (left "tried", it would read
+        // through the buffered descriptor, and a buffered AIO read waits
+        // for the disk inside io_submit).
+        *st = State::default();
     }
 
     fn next_waiter(&mut self) -> Option<Ticket> {
