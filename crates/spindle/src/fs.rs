@@ -83,18 +83,14 @@ impl Root {
 }
 
 /// `fstat` of a descriptor from [`Root::open_beneath`] (or the same
-/// `openat2` through a ring), as the core wants it; for a regular file it
-/// also clears `O_NONBLOCK`, which was only there to keep `open` of a FIFO
-/// from blocking: io_uring would otherwise fail page-cache misses with
-/// `EAGAIN` instead of completing them asynchronously. An open
+/// `openat2` through a ring), as the core wants it, and the device the file
+/// lives on (with the inode, what identifies the file for
+/// [`crate::recent::RecentFiles`] and the open-file cache). For a regular
+/// file it also clears `O_NONBLOCK`, which was only there to keep `open` of
+/// a FIFO from blocking: io_uring would otherwise fail page-cache misses
+/// with `EAGAIN` instead of completing them asynchronously. An open
 /// descriptor's inode is in memory, so this never waits for the disk.
-pub fn inspect_opened(fd: RawFd) -> io::Result<FileMeta> {
-    inspect_opened_dev(fd).map(|(meta, _)| meta)
-}
-
-/// [`inspect_opened`], and the device the file lives on (with the inode,
-/// what identifies the file for [`crate::recent::RecentFiles`]).
-pub fn inspect_opened_dev(fd: RawFd) -> io::Result<(FileMeta, u64)> {
+pub fn inspect_opened(fd: RawFd) -> io::Result<(FileMeta, u64)> {
     let (meta, _, dev) = stat(fd)?;
     if meta.kind == FileKind::Regular {
         // SAFETY: fcntl on a descriptor the caller owns; no pointers.

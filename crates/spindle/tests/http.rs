@@ -554,6 +554,60 @@ fn replaced_files_are_noticed() {
 }
 
 #[test]
+fn a_path_naming_another_file_is_noticed_once_the_cache_entry_expires() {
+    // inotify watches the file, not its path: a renamed parent directory
+    // goes unreported, and the open-file cache goes on serving the file it
+    // has open until --open-file-cache-valid runs out. Then the path is
+    // opened again: the same file keeps its entry (revalidated), and
+    // another file replaces it. A small file (contents in memory) and a
+    // large one (served from its descriptor) go through each step together.
+    const VALID: Duration = Duration::from_millis(1500);
+    const PAST_VALID: Duration = Duration::from_millis(1700);
+    let sizes = [1000u64, 100 * 1024];
+    for b in backends() {
+        let root = DocRoot::new(false);
+        let valid = format!("{}", VALID.as_secs_f64());
+        let srv = Server::start(
+            &b,
+            &root.dir,
+            &["--workers", "1", "--open-file-cache-valid", &valid],
+        );
+        let url = |size: u64| format!("/dir-{size}/f");
+        for size in sizes {
+            std::fs::create_dir(root.path(&format!("dir-{size}"))).unwrap();
+            let v1 = random_bytes(size, 1);
+            std::fs::write(root.path(&format!("dir-{size}/f")), &v1).unwrap();
+            assert_eq!(get(&srv, &url(size)).body, v1, "{b} {size}");
+            assert_eq!(get(&srv, &url(size)).body, v1, "{b} {size}: cached");
+        }
+        std::thread::sleep(PAST_VALID);
+        for size in sizes {
+            let v1 = random_bytes(size, 1);
+            assert_eq!(get(&srv, &url(size)).body, v1, "{b} {size}: revalidated");
+            let dir = format!("dir-{size}");
+            std::fs::rename(root.path(&dir), root.path(&format!("{dir}-old"))).unwrap();
+            std::fs::create_dir(root.path(&dir)).unwrap();
+            std::fs::write(root.path(&format!("{dir}/f")), random_bytes(size, 2)).unwrap();
+            assert_eq!(
+                get(&srv, &url(size)).body,
+                v1,
+                "{b} {size}: still the file the cache holds open (valid for {VALID:?} after the revalidation)"
+            );
+        }
+        std::thread::sleep(PAST_VALID);
+        for size in sizes {
+            let v2 = random_bytes(size, 2);
+            assert_eq!(get(&srv, &url(size)).body, v2, "{b} {size}: the new file");
+            assert_eq!(
+                get(&srv, &url(size)).body,
+                v2,
+                "{b} {size}: the new file, cached"
+            );
+        }
+    }
+}
+
+#[test]
 fn files_changed_in_place_are_noticed_at_once() {
     // The open-file cache trusts its metadata and small-file contents only
     // as long as inotify reports no change (see filecache.rs). Every change

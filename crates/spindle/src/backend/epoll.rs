@@ -135,7 +135,8 @@ pub enum Opened {
     Later,
 }
 
-pub type OpenResult = Result<(OwnedFd, FileMeta), OpenError>;
+/// An opened path: its descriptor, its metadata and the device it lives on.
+pub type OpenResult = Result<(OwnedFd, FileMeta, u64), OpenError>;
 
 /// A finished asynchronous operation of a mover.
 pub enum Completion<C> {
@@ -301,8 +302,8 @@ pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result
 /// Opens `req` beneath the root and inspects it, synchronously.
 pub fn open_sync(root: &Root, req: &OpenRequest) -> OpenResult {
     let fd = root.open_beneath(&req.path).map_err(open_error)?;
-    let meta = fs::inspect_opened(fd.as_raw_fd()).map_err(open_error)?;
-    Ok((fd, meta))
+    let (meta, dev) = fs::inspect_opened(fd.as_raw_fd()).map_err(open_error)?;
+    Ok((fd, meta, dev))
 }
 
 pub fn open_error(e: io::Error) -> OpenError {
@@ -849,11 +850,11 @@ impl<M: Mover> Worker<M> {
     fn opened(&mut self, who: Ticket, req: &OpenRequest, res: OpenResult) {
         let now = self.now;
         match res {
-            Ok((fd, meta)) => {
+            Ok((fd, meta, dev)) => {
                 let fd = Rc::new(fd);
                 let body = if meta.kind == FileKind::Regular {
                     self.files
-                        .insert(req.path.as_bytes(), fd.clone(), meta, now)
+                        .insert(req.path.as_bytes(), fd.clone(), meta, dev, now)
                 } else {
                     None
                 };

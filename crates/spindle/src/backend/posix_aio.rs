@@ -247,7 +247,7 @@ fn open_cached(root: &Root, path: &CStr) -> Option<OpenResult> {
     // SAFETY: openat2 returned a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
     Some(match fs::inspect_opened(fd.as_raw_fd()) {
-        Ok(meta) => Ok((fd, meta)),
+        Ok((meta, dev)) => Ok((fd, meta, dev)),
         Err(e) => Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
     })
 }

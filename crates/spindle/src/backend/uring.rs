@@ -972,7 +972,7 @@ impl Worker {
         let result = if res >= 0 {
             // SAFETY: OPENAT2 returned a new descriptor that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(res) };
-            match fs::inspect_opened_dev(fd.as_raw_fd()) {
+            match fs::inspect_opened(fd.as_raw_fd()) {
                 Ok((meta, dev)) => {
                     file = Some(Rc::new(fd));
                     if meta.kind == FileKind::Regular {
@@ -1025,7 +1025,7 @@ impl Worker {
             if again {
                 body = self
                     .files
-                    .insert(req.path.as_bytes(), fd.clone(), meta, self.now);
+                    .insert(req.path.as_bytes(), fd.clone(), meta, dev, self.now);
             } else {
                 first_use = true;
             }
