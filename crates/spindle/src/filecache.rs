@@ -270,11 +270,8 @@ impl OpenFileCache {
             self.remove(path);
         }
         while self.map.len() >= self.max || self.order.len() >= 2 * self.max {
-            let Some((key, gen)) = self.order.pop_front() else {
+            if !self.pop_oldest() {
                 break;
-            };
-            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
-                self.remove(&key);
             }
         }
         self.next_gen += 1;
@@ -333,14 +330,24 @@ impl OpenFileCache {
         let key: Key = path.into();
         self.order.push_back((key, gen));
         while self.order.len() > 2 * self.max {
-            let Some((key, gen)) = self.order.pop_front() else {
+            if !self.pop_oldest() {
                 break;
-            };
-            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
-                self.remove(&key);
             }
         }
         body
+    }
+
+    /// Takes the oldest item off the eviction order and drops its entry,
+    /// unless the item is stale (the entry was replaced or revalidated
+    /// since). `false` when the order is empty.
+    fn pop_oldest(&mut self) -> bool {
+        let Some((key, gen)) = self.order.pop_front() else {
+            return false;
+        };
+        if self.map.get(&key).is_some_and(|e| e.gen == gen) {
+            self.remove(&key);
+        }
+        true
     }
 
     fn forget_body(&mut self, e: &Entry) {
@@ -386,11 +393,8 @@ impl OpenFileCache {
         let target = self.map.len() / 2;
         let before = self.map.len();
         while self.map.len() > target {
-            let Some((key, gen)) = self.order.pop_front() else {
+            if !self.pop_oldest() {
                 break;
-            };
-            if self.map.get(&key).is_some_and(|e| e.gen == gen) {
-                self.remove(&key);
             }
         }
         before - self.map.len()
