@@ -321,6 +321,17 @@ pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
     put("errors", f("/errors"));
     put("timeouts", f("/timeouts"));
     put("idle_held_at_end", f("/idle/held_at_end"));
+    // The client's own CPU during the run: with one load thread, a busy
+    // share near 1 means the step measured the client, not the server.
+    if let (Some(u), Some(s)) = (f("/client_cpu/user_secs"), f("/client_cpu/system_secs")) {
+        put("client_cpu_s", Some(u + s));
+        if let Some(secs) = f("/seconds").filter(|x| *x > 0.0) {
+            put("client_busy", Some((u + s) / secs));
+        }
+        if all > 0.0 {
+            put("client_cpu_s_per_10k", Some((u + s) / all * 10_000.0));
+        }
+    }
     m
 }
 

@@ -29,12 +29,14 @@ pub struct IdleArgs {
     pub parallel: u64,
 }
 
-pub const COLUMNS: [Column; 6] = [
+pub const COLUMNS: [Column; 8] = [
     col("req_per_sec", "req/s", 0),
     col("rss_mib", "server RSS MiB (max during run)", 1),
     col("idle_held_at_end", "idle held at end", 0),
     col("fetch_ms_p99", "p99 ms", 2),
     col("cpu_s_per_10k", "server CPU s / 10k req", 3),
+    col("client_cpu_s_per_10k", "client CPU s / 10k req", 3),
+    col("client_busy", "client core busy (share)", 2),
     col("non_200", "non-200", 0),
 ];
 
@@ -121,7 +123,7 @@ pub fn run(a: IdleArgs) -> Result<()> {
     }
     progress.finish();
     // The bars: throughput at the largest step vs 0, RSS growth per idle connection.
-    let mut o = String::from("## Per idle connection\n\n| server | req/s at max idle / at 0 | the same, round by round | RSS growth per idle connection (KiB) |\n|---|---:|---|---:|\n");
+    let mut o = String::from("## Per idle connection\n\n| server | req/s at max idle / at 0 | the same, round by round | server CPU per request, at max idle / at 0 | client CPU per request, at max idle / at 0 | RSS growth per idle connection (KiB) |\n|---|---:|---|---:|---:|---:|\n");
     let (first, last) = (
         steps.first().copied().unwrap_or(0),
         steps.last().copied().unwrap_or(0),
@@ -148,9 +150,22 @@ pub fn run(a: IdleArgs) -> Result<()> {
             .map(|r| format!("{r:.2}"))
             .collect::<Vec<_>>()
             .join(", ");
-        o.push_str(&format!("| {} | {ratio} | {rounds} | {per} |\n", s.name()));
+        let cost = |key: &str| match (
+            report.median(&g0, &s.name(), key),
+            report.median(&g1, &s.name(), key),
+        ) {
+            (Some(a), Some(b)) if a > 0.0 => format!("{:.2}", b / a),
+            _ => "–".into(),
+        };
+        o.push_str(&format!(
+            "| {} | {ratio} | {rounds} | {} | {} | {per} |\n",
+            s.name(),
+            cost("cpu_s_per_10k"),
+            cost("client_cpu_s_per_10k")
+        ));
     }
     o.push_str("\nBars (issue 5): spindle io-uring keeps ≥ 0.95 of its 0-idle throughput at 10,000 idle connections, and its RSS grows by ≤ 4 KiB per idle connection.\n");
+    o.push_str("\nReading the CPU columns: the client and the server each have one core, and both are near busy at these rates, so req/s moves with the speed of the machine as well as with the server. The client's CPU per request is the yardstick for the machine: when the server's ratio rises with the client's, the machine was slower in that step; when it rises alone, the idle connections cost the server. (The server's CPU includes setting up the step's idle connections: about 1% of the requests at 10,000.)\n");
     report.extra_md.push(o);
     report.machine.finish();
     for f in report.write(&c.out, "idle", &COLUMNS, "requests per second")? {

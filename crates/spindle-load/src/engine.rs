@@ -1017,14 +1017,19 @@ pub fn thread_main(
         Ok(_) => {
             let mut w = worker.take().expect("worker exists");
             let started = Instant::now();
+            let (u0, s0) = sys::thread_cpu_seconds();
             match w.run(started) {
                 Ok(()) => {
                     // The run ends here; closing the connections is not part of it.
                     let ended = Instant::now();
+                    let (u1, s1) = sys::thread_cpu_seconds();
+                    let mut stats = w.finish();
+                    stats.cpu_user_secs = u1 - u0;
+                    stats.cpu_system_secs = s1 - s0;
                     Ok(ThreadResult {
                         started,
                         ended,
-                        stats: w.finish(),
+                        stats,
                     })
                 }
                 Err(e) => Err(format!("event loop failed: {e}")),

@@ -30,6 +30,11 @@
 //! reconnects        keep-alive connections the server closed (a new one is opened
 //!                   if fetches remain)
 //! idle              {requested, held_at_start, held_at_end, dropped, errors}
+//! client_cpu        {user_secs, system_secs}: CPU the load generator's worker
+//!                   threads used during the measured run (getrusage
+//!                   RUSAGE_THREAD; idle setup and closing excluded), so a
+//!                   run can show whether the client, not the server, was the
+//!                   limit
 //! cpu               null without --cpu; else {interval_secs, samples: [CpuSample],
 //!                   average: CpuSample over the whole run}; a CpuSample is
 //!                   {t_secs, interval_secs, user, nice, system, iowait, steal,
@@ -147,7 +152,15 @@ pub struct Summary {
     pub bad_checksums: u64,
     pub reconnects: u64,
     pub idle: IdleSummary,
+    pub client_cpu: ClientCpu,
     pub cpu: Option<CpuReport>,
+}
+
+/// CPU seconds of the load generator's own worker threads during the run.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ClientCpu {
+    pub user_secs: f64,
+    pub system_secs: f64,
 }
 
 /// http_load's report, line for line (C `%g` numbers).

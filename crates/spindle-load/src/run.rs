@@ -4,7 +4,9 @@
 use crate::cli::{Config, End, Start, THROTTLE_BYTES_PER_SEC};
 use crate::engine::{build_requests, thread_main, Plan, Shared, Target, ThreadPlan, ThreadResult};
 use crate::gfmt::g;
-use crate::report::{ConfigEcho, CpuReport, IdleSummary, LatencySummary, Summary, SCHEMA};
+use crate::report::{
+    ClientCpu, ConfigEcho, CpuReport, IdleSummary, LatencySummary, Summary, SCHEMA,
+};
 use crate::stats::Stats;
 use crate::sys;
 use crate::sysstat;
@@ -337,6 +339,10 @@ pub fn run(cfg: &Config) -> Result<Summary, RunError> {
             held_at_end: stats.idle_held_at_end,
             dropped: stats.idle_dropped,
             errors: stats.idle_errors,
+        },
+        client_cpu: ClientCpu {
+            user_secs: stats.cpu_user_secs,
+            system_secs: stats.cpu_system_secs,
         },
         cpu,
     })

@@ -81,6 +81,11 @@ pub struct Stats {
     pub idle_dropped: u64,
     /// Idle connections that could not be opened.
     pub idle_errors: u64,
+    /// CPU seconds the worker threads used in user mode during the measured
+    /// run (idle setup and the final close excluded).
+    pub cpu_user_secs: f64,
+    /// The same, in the kernel.
+    pub cpu_system_secs: f64,
 }
 
 impl Default for Stats {
@@ -107,6 +112,8 @@ impl Stats {
             idle_held_at_end: 0,
             idle_dropped: 0,
             idle_errors: 0,
+            cpu_user_secs: 0.0,
+            cpu_system_secs: 0.0,
         }
     }
 
@@ -128,5 +135,7 @@ impl Stats {
         self.idle_held_at_end += o.idle_held_at_end;
         self.idle_dropped += o.idle_dropped;
         self.idle_errors += o.idle_errors;
+        self.cpu_user_secs += o.cpu_user_secs;
+        self.cpu_system_secs += o.cpu_system_secs;
     }
 }

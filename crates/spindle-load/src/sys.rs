@@ -29,6 +29,21 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     }
 }
 
+/// CPU time the calling thread has used so far: (user, system) seconds,
+/// from `getrusage(RUSAGE_THREAD)`.
+pub fn thread_cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage only writes the local struct, which outlives the call.
+    let ru = unsafe {
+        let mut ru: libc::rusage = zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return (0.0, 0.0);
+        }
+        ru
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
 /// Event bits, re-exported so the engine needs no libc.
 pub const EV_IN: u32 = libc::EPOLLIN as u32;
 pub const EV_OUT: u32 = libc::EPOLLOUT as u32;

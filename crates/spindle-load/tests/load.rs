@@ -381,6 +381,47 @@ fn rate_mode_starts_fetches_on_schedule() {
     assert_eq!(j["config"]["jitter"], true);
     let secs = j["seconds"].as_f64().unwrap();
     assert!((0.95..1.5).contains(&secs), "{secs}");
+    // Between fetches the thread sleeps in epoll_wait: its CPU is a small
+    // part of the wall time.
+    let cpu = client_cpu(&j);
+    assert!(cpu < 0.25 * secs, "client CPU {cpu} s in {secs} s");
+}
+
+fn client_cpu(j: &serde_json::Value) -> f64 {
+    j["client_cpu"]["user_secs"].as_f64().unwrap()
+        + j["client_cpu"]["system_secs"].as_f64().unwrap()
+}
+
+#[test]
+fn client_cpu_counts_the_busy_run() {
+    // Keep-alive fetches back to back for 1 s: the client's one thread is
+    // busy much of that second, and never more than all of it.
+    let srv = TestServer::start(Behavior::Good(body(100)));
+    let dir = tempfile::tempdir().unwrap();
+    let urls = write_file(dir.path(), "urls", &format!("{}\n", srv.url("/c")));
+    let jp = dir.path().join("o.json");
+    let out = load(
+        &[
+            "-p",
+            "4",
+            "-seconds",
+            "1",
+            "--keepalive",
+            "--json",
+            jp.to_str().unwrap(),
+            urls.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j = json(&jp);
+    let secs = j["seconds"].as_f64().unwrap();
+    let cpu = client_cpu(&j);
+    assert!(j["fetches"].as_u64().unwrap() > 100);
+    assert!(
+        cpu > 0.05 && cpu <= secs * 1.05,
+        "client CPU {cpu} s in {secs} s"
+    );
 }
 
 #[test]

@@ -57,6 +57,7 @@ fn summary() -> Summary {
         bad_checksums: 0,
         reconnects: 0,
         idle: IdleSummary::default(),
+        client_cpu: ClientCpu::default(),
         cpu: None,
     }
 }
