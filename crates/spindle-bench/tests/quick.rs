@@ -166,6 +166,9 @@ fn quick_idle_end_to_end() {
         assert_eq!(m["round"].as_f64(), Some(1.0), "{s}");
         assert!(m["rss_mib"].as_f64().unwrap() > 0.0, "RSS sampled: {s}");
         assert!(m["req_per_sec"].as_f64().unwrap() > 0.0, "{s}");
+        // The load generator's own CPU: busy, and at most its one core.
+        let busy = m["client_busy"].as_f64().unwrap();
+        assert!(busy > 0.0 && busy <= 1.05, "client busy share: {s}");
     }
     let held: Vec<f64> = idle["series"]
         .as_array()
@@ -182,7 +185,7 @@ fn quick_idle_end_to_end() {
     let md = std::fs::read_to_string(out.join("idle.md")).unwrap();
     let row = md
         .lines()
-        .find(|l| l.starts_with("| spindle-io-uring | ") && l.matches('|').count() == 5)
+        .find(|l| l.starts_with("| spindle-io-uring | ") && l.matches('|').count() == 7)
         .expect("a per-idle-connection row for spindle-io-uring");
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     assert_eq!(
@@ -190,6 +193,10 @@ fn quick_idle_end_to_end() {
         "one round: the paired ratio is the ratio of medians: {row}"
     );
     assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{row}");
+    // Server and client CPU per request, at the last step over the first.
+    for c in [&cells[4], &cells[5]] {
+        assert!(c.parse::<f64>().unwrap() > 0.0, "{row}");
+    }
 }
 
 #[test]
