@@ -169,6 +169,9 @@ fn quick_idle_end_to_end() {
         // The load generator's own CPU: busy, and at most its one core.
         let busy = m["client_busy"].as_f64().unwrap();
         assert!(busy > 0.0 && busy <= 1.05, "client busy share: {s}");
+        // The server's CPU over the measured run only (idle setup left out).
+        assert_eq!(m["cpu_over_run_only"].as_f64(), Some(1.0), "{s}");
+        assert!(m["cpu_s_per_10k"].as_f64().unwrap() > 0.0, "{s}");
     }
     let held: Vec<f64> = idle["series"]
         .as_array()

@@ -20,6 +20,9 @@
 //! max_parallel      most fetches in flight at once (idle connections excluded)
 //! bytes             body bytes received
 //! seconds           wall time of the measured run
+//! run_started_unix_secs, run_ended_unix_secs
+//!                   its ends on the wall clock (seconds since 1970, fractional),
+//!                   for cutting another tool's samples to the measured run
 //! mean_bytes_per_connection, fetches_per_sec, bytes_per_sec   (null if undefined)
 //! connects          TCP connections established for fetches
 //! connect_ms        connect() start to connected      } each: count, mean, min,
@@ -138,6 +141,8 @@ pub struct Summary {
     pub max_parallel: u64,
     pub bytes: u64,
     pub seconds: f64,
+    pub run_started_unix_secs: f64,
+    pub run_ended_unix_secs: f64,
     pub mean_bytes_per_connection: Option<f64>,
     pub fetches_per_sec: Option<f64>,
     pub bytes_per_sec: Option<f64>,

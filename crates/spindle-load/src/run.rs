@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Descriptors kept back for stdio, epoll instances, files.
 pub const RESERVED_FDS: u64 = 64;
@@ -299,6 +299,17 @@ pub fn run(cfg: &Config) -> Result<Summary, RunError> {
     let seconds = last
         .saturating_duration_since(first.unwrap_or(start))
         .as_secs_f64();
+    // The run's ends on the wall clock, so that a tool sampling a server
+    // beside it can cut its samples to the measured run.
+    let (wall_now, mono_now) = (SystemTime::now(), Instant::now());
+    let unix = |t: Instant| {
+        let now = wall_now
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        now - mono_now.saturating_duration_since(t).as_secs_f64()
+    };
+    let (run_started_unix_secs, run_ended_unix_secs) = (unix(first.unwrap_or(start)), unix(last));
     if cfg.cpu && cpu.is_none() {
         eprintln!("spindle-load: --cpu: cannot read /proc/stat");
     }
@@ -319,6 +330,8 @@ pub fn run(cfg: &Config) -> Result<Summary, RunError> {
         max_parallel: shared.max_parallel.load(Relaxed),
         bytes: stats.bytes,
         seconds,
+        run_started_unix_secs,
+        run_ended_unix_secs,
         mean_bytes_per_connection: (stats.fetches > 0)
             .then(|| stats.bytes as f64 / stats.fetches as f64),
         fetches_per_sec: per_sec(stats.fetches as f64),

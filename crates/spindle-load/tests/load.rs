@@ -422,6 +422,16 @@ fn client_cpu_counts_the_busy_run() {
         cpu > 0.05 && cpu <= secs * 1.05,
         "client CPU {cpu} s in {secs} s"
     );
+    // The run's ends on the wall clock: as far apart as `seconds`, and
+    // within the last minute.
+    let t0 = j["run_started_unix_secs"].as_f64().unwrap();
+    let t1 = j["run_ended_unix_secs"].as_f64().unwrap();
+    assert!(((t1 - t0) - secs).abs() < 0.01, "{t0} {t1} {secs}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(t1 <= now && now - t0 < 60.0, "{t0} {t1} {now}");
 }
 
 #[test]

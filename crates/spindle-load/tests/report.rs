@@ -31,6 +31,8 @@ fn summary() -> Summary {
         max_parallel: 100,
         bytes: 1_024_000_000,
         seconds: 137.5508,
+        run_started_unix_secs: 0.0,
+        run_ended_unix_secs: 0.0,
         mean_bytes_per_connection: None,
         fetches_per_sec: None,
         bytes_per_sec: None,
