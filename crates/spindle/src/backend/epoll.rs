@@ -35,7 +35,7 @@ use spindle_core::response::{FileKind, FileMeta};
 use spindle_core::{OpenError, OpenRequest, Response, Session, Step};
 
 use super::{
-    inline_body, truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
+    inline_body, min_timeout, truncated, unix_now, WorkerContext, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
     LINGER_TIMEOUT, TICK,
 };
 use crate::filecache::OpenFileCache;
@@ -388,6 +388,9 @@ struct Worker<M: Mover> {
     next_tick: Instant,
     draining: bool,
     drain_deadline: Option<Instant>,
+    /// No connection can expire before this: the tick skips the timeout
+    /// scan until then (see on_tick).
+    next_scan: Instant,
 }
 
 /// Runs one epoll worker with mover `M` until shutdown.
@@ -470,6 +473,7 @@ impl<M: Mover> Worker<M> {
             next_tick: now + TICK,
             draining: false,
             drain_deadline: None,
+            next_scan: Instant::now(),
         })
     }
 
@@ -1063,19 +1067,42 @@ impl<M: Mover> Worker<M> {
             self.warned_emfile = false;
         }
         let force = self.drain_deadline.is_some_and(|d| now >= d);
+        if !force && now < self.next_scan {
+            // Skipping the scan is sound: every deadline is the loop's time
+            // plus one of the timeouts in `backend::min_timeout`, so none set since
+            // the last scan falls before `next_scan` (see uring.rs).
+            #[cfg(debug_assertions)]
+            for c in self.conns.iter().flatten() {
+                debug_assert!(
+                    !Self::expired(c, now),
+                    "a connection expired before next_scan"
+                );
+            }
+            return;
+        }
+        let mut earliest = now + min_timeout(&self.ctx.cfg);
         for slot in 0..self.conns.len() {
             let Some(c) = &self.conns[slot] else { continue };
             let who = Ticket {
                 slot: slot as u32,
                 gen: c.gen,
             };
-            let expired = match c.phase {
-                Phase::Reading | Phase::Sending | Phase::Lingering => now >= c.deadline,
-                Phase::Opening => false,
-            };
-            if force || expired {
+            if force || Self::expired(c, now) {
                 self.close(who);
+            } else {
+                // Opening keeps a deadline it cannot expire on; a passed one
+                // brings the next scan to the next tick, as before.
+                earliest = earliest.min(c.deadline);
             }
+        }
+        self.next_scan = earliest;
+    }
+
+    /// Whether a connection's deadline has passed in a phase that has one.
+    fn expired(c: &Conn<M::State>, now: Instant) -> bool {
+        match c.phase {
+            Phase::Reading | Phase::Sending | Phase::Lingering => now >= c.deadline,
+            Phase::Opening => false,
         }
     }
 

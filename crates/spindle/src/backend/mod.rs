@@ -44,6 +44,17 @@ pub const LINGER_MAX_BYTES: usize = 256 * 1024;
 /// table cannot make the loop spin.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
+/// The shortest time from a connection deadline's setting to the deadline:
+/// every backend sets a deadline to its loop's time plus one of these, so a
+/// timeout sweep may skip ticks until the earliest deadline it saw, or this
+/// long after it, whichever comes first (`next_scan` in the backends).
+pub fn min_timeout(cfg: &Config) -> Duration {
+    cfg.keepalive_timeout
+        .min(cfg.header_timeout)
+        .min(cfg.send_timeout)
+        .min(LINGER_TIMEOUT)
+}
+
 /// The wall clock in Unix seconds, for access-log lines.
 pub fn unix_now() -> i64 {
     SystemTime::now()
