@@ -1,0 +1,566 @@
+//! A connection's life: accept, receive, the protocol loop (open, respond),
+//! lingering close, timeouts and drain.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::Instant;
+
+use io_uring::{cqueue, opcode, squeue, types};
+use spindle_core::response::FileKind;
+use spindle_core::{OpenError, OpenRequest, Session, Step};
+
+use super::ring::{ud, Op};
+use super::{Conn, PendingOpen, Phase, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
+use crate::backend::{inline_body, min_timeout, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::config::FirstMiss;
+use crate::fs;
+use crate::net;
+
+impl Worker {
+    pub(super) fn arm_accept(&mut self, i: usize) {
+        if self.accept_armed[i] || self.draining || self.live >= self.max_conns {
+            return;
+        }
+        let fd = self.listeners[i].as_raw_fd();
+        self.accept_armed[i] = true;
+        self.push(
+            opcode::AcceptMulti::new(types::Fd(fd))
+                .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+                .build(),
+            ud(Op::Accept, i as u32, 0),
+        );
+    }
+
+    pub(super) fn cancel_accepts(&mut self) {
+        for i in 0..self.listeners.len() {
+            if self.accept_armed[i] {
+                self.push(
+                    opcode::AsyncCancel::new(ud(Op::Accept, i as u32, 0)).build(),
+                    ud(Op::Cancel, NO_SLOT, 0),
+                );
+            }
+        }
+    }
+
+    // ----- accepting ----------------------------------------------------
+
+    pub(super) fn on_accept(&mut self, i: usize, res: i32, more: bool) {
+        if !more {
+            self.accept_armed[i] = false;
+        }
+        if res < 0 {
+            match -res {
+                libc::ECANCELED => {}
+                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                    if self.files.shed_half() > 0 {
+                        // Cached descriptors were given back: try again now.
+                        if !more {
+                            self.arm_accept(i);
+                        }
+                        return;
+                    }
+                    if !self.warned_emfile {
+                        crate::say!(
+                            "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
+                            self.ctx.id,
+                            std::io::Error::from_raw_os_error(-res),
+                            ACCEPT_BACKOFF
+                        );
+                        self.warned_emfile = true;
+                    }
+                    self.accept_resume = Some(self.now + ACCEPT_BACKOFF);
+                }
+                _ => {
+                    if !more {
+                        self.arm_accept(i);
+                    }
+                }
+            }
+            return;
+        }
+        let fd = res;
+        if self.draining || self.live >= self.max_conns {
+            // Raced with a cancel: this one was already accepted.
+            self.push(
+                opcode::Close::new(types::Fd(fd)).build(),
+                ud(Op::Close, NO_SLOT, 0),
+            );
+            return;
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                (self.conns.len() - 1) as u32
+            }
+        };
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        self.conns[slot as usize] = Some(Conn {
+            fd,
+            gen,
+            session: Session::new(),
+            phase: Phase::Reading,
+            inflight: 0,
+            recv_armed: false,
+            recv_cancelling: false,
+            peer_eof: false,
+            deadline: self.now + self.ctx.cfg.keepalive_timeout,
+            open: None,
+            file: None,
+            first_use: false,
+            tx: None,
+            lingered: 0,
+        });
+        self.live += 1;
+        if self.live >= self.max_conns {
+            // Stop accepting; the kernel's backlog holds new connections
+            // until a slot frees up.
+            self.cancel_accepts();
+        }
+        if !more && self.live < self.max_conns {
+            self.arm_accept(i);
+        }
+        self.drive(slot);
+    }
+
+    // ----- the protocol loop -------------------------------------------
+
+    pub(super) fn conn(&mut self, slot: u32) -> &mut Conn {
+        self.conns[slot as usize].as_mut().expect("live slot")
+    }
+
+    /// Asks the session what to do next, and starts doing it.
+    pub(super) fn drive(&mut self, slot: u32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let now = self.now;
+        let (keepalive, header_timeout) =
+            (self.ctx.cfg.keepalive_timeout, self.ctx.cfg.header_timeout);
+        let draining = self.draining;
+        let c = self.conn(slot);
+        debug_assert_eq!(c.phase, Phase::Reading);
+        match c.session.next(&cfg) {
+            Step::NeedInput => {
+                if c.peer_eof {
+                    self.begin_close(slot, false);
+                    return;
+                }
+                c.deadline = now
+                    + if c.session.mid_request() {
+                        header_timeout
+                    } else {
+                        keepalive
+                    };
+                if draining && !c.session.mid_request() {
+                    self.begin_close(slot, false);
+                    return;
+                }
+                self.arm_recv(slot);
+            }
+            Step::Open(req) => {
+                // A cached file: no open, metadata fresh (see filecache).
+                if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
+                    match hit {
+                        Ok(h) => self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body, None),
+                        Err(e) => self.respond_opened(
+                            slot,
+                            &req,
+                            Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                            None,
+                            None,
+                            None,
+                        ),
+                    }
+                    return;
+                }
+                let c = self.conn(slot);
+                c.phase = Phase::Opening;
+                let pending = Box::new(PendingOpen {
+                    req,
+                    how: types::OpenHow::new()
+                        .flags(fs::OPEN_FLAGS)
+                        .resolve(fs::RESOLVE_FLAGS),
+                });
+                let path = pending.req.path.as_ptr();
+                let how: *const types::OpenHow = &pending.how;
+                c.open = Some(pending);
+                let root = self.ctx.root.fd();
+                self.push_conn(
+                    slot,
+                    Op::Open,
+                    opcode::OpenAt2::new(types::Fd(root), path, how).build(),
+                );
+                self.arm_recv(slot);
+            }
+            Step::Respond(resp) => self.start_tx(slot, resp),
+            Step::Close => {
+                let mut linger = c.session.linger_advised();
+                if !linger && !c.recv_armed && !c.peer_eof && net::has_unread_input(c.fd) {
+                    // Bytes arrived after the last request while nothing
+                    // was receiving: closing over them would send a reset,
+                    // which can destroy the response before it is read.
+                    linger = true;
+                }
+                self.begin_close(slot, linger);
+            }
+        }
+    }
+
+    pub(super) fn arm_recv(&mut self, slot: u32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(slot);
+        let want = match c.phase {
+            Phase::Lingering => true,
+            Phase::Closing => false,
+            // Nothing sent after the last request is read as a request;
+            // what arrives anyway is found at the close (see drive).
+            _ => c.session.wants_input(&cfg) && !c.session.closes_after_response(),
+        };
+        if c.recv_armed || c.peer_eof || !want {
+            return;
+        }
+        c.recv_armed = true;
+        c.recv_cancelling = false;
+        let fd = c.fd;
+        let sqe = if c.session.served() == 0 && c.phase != Phase::Lingering {
+            // Until a response has kept the connection open, one-shot: a
+            // connection-per-fetch client then leaves no receive armed
+            // while its response is sent, so its close needs no cancel
+            // and its FIN wakes nothing (5 µs a connection in the
+            // profile, docs/benchmarks.md "hot").
+            opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), RECV_BUF_SIZE as u32)
+                .buf_group(BGID)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT)
+        } else {
+            // Multishot: one SQE keeps receiving until cancelled, EOF, an
+            // error, or no provided buffer is left (ENOBUFS); each
+            // completion carries one buffer, picked by the kernel only
+            // when data arrives.
+            opcode::RecvMulti::new(types::Fd(fd), BGID).build()
+        };
+        self.push_conn(slot, Op::Recv, sqe);
+    }
+
+    /// Stops the multishot receive (flow control or closing).
+    pub(super) fn cancel_recv(&mut self, slot: u32) {
+        let c = self.conn(slot);
+        if !c.recv_armed || c.recv_cancelling {
+            return;
+        }
+        c.recv_cancelling = true;
+        let gen = c.gen;
+        self.push(
+            opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
+            ud(Op::Cancel, NO_SLOT, 0),
+        );
+    }
+
+    pub(super) fn on_recv(&mut self, slot: u32, res: i32, flags: u32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(slot);
+        if !cqueue::more(flags) {
+            c.recv_armed = false;
+            c.recv_cancelling = false;
+        }
+        if res > 0 {
+            let bid = cqueue::buffer_select(flags).expect("recv completed without a buffer");
+            let start = bid as usize * RECV_BUF_SIZE;
+            let data = &self.recv_bufs[start..start + res as usize];
+            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let mut full = false;
+            match c.phase {
+                Phase::Lingering => c.lingered += res as usize,
+                Phase::Closing => {}
+                _ => {
+                    c.session.feed(data);
+                    full = !c.session.wants_input(&cfg);
+                }
+            }
+            self.provide_recv_buf(bid);
+            if full {
+                // Backpressure: a pipelining client is ahead of us by a
+                // whole head's worth of bytes; stop receiving until the
+                // session has caught up (drive() re-arms).
+                self.cancel_recv(slot);
+            }
+        } else if res == 0 {
+            c.peer_eof = true;
+        } else if res == -libc::ENOBUFS {
+            // Every receive buffer is in use at this instant; retry once
+            // this batch of completions has returned some.
+            self.rearm.push(slot);
+            return;
+        } else if res != -libc::ECANCELED {
+            // ECONNRESET and friends: the peer is gone.
+            c.peer_eof = true;
+            if c.phase != Phase::Closing {
+                self.abort(slot);
+            } else {
+                self.maybe_release(slot);
+            }
+            return;
+        }
+        let c = self.conn(slot);
+        match c.phase {
+            Phase::Reading => self.drive(slot),
+            Phase::Lingering => {
+                if c.peer_eof || c.lingered > LINGER_MAX_BYTES {
+                    c.phase = Phase::Closing;
+                    self.cancel_recv(slot);
+                    self.maybe_release(slot);
+                } else {
+                    self.arm_recv(slot);
+                }
+            }
+            Phase::Closing => self.maybe_release(slot),
+            Phase::Opening | Phase::Sending => self.arm_recv(slot),
+        }
+    }
+
+    pub(super) fn on_open(&mut self, slot: u32, res: i32) {
+        let pending = self.conn(slot).open.take().expect("open in flight");
+        let mut file = None;
+        let mut fresh = None;
+        let result = if res >= 0 {
+            // SAFETY: OPENAT2 returned a new descriptor that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(res) };
+            match fs::inspect_opened(fd.as_raw_fd()) {
+                Ok((meta, dev)) => {
+                    file = Some(Rc::new(fd));
+                    if meta.kind == FileKind::Regular {
+                        fresh = Some((meta, dev));
+                    }
+                    Ok(meta)
+                }
+                Err(e) => Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+            }
+        } else {
+            Err(OpenError::from_errno(-res))
+        };
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            self.maybe_release(slot);
+            return;
+        }
+        self.respond_opened(slot, &pending.req, result, file, None, fresh);
+    }
+
+    /// The session's answer to an open, sent. `body`: a small file's bytes
+    /// from the open-file cache, which go in the head; otherwise the
+    /// connection keeps the descriptor for the body. `fresh`: the file was
+    /// just opened (not from the cache); a second use (see recent.rs)
+    /// enters the open-file cache, a first use keeps its descriptor to
+    /// itself so that a page-cache miss may read it with O_DIRECT.
+    pub(super) fn respond_opened(
+        &mut self,
+        slot: u32,
+        req: &OpenRequest,
+        result: Result<spindle_core::FileMeta, OpenError>,
+        file: Option<Rc<OwnedFd>>,
+        mut body: Option<Rc<[u8]>>,
+        fresh: Option<(spindle_core::FileMeta, u64)>,
+    ) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let mut resp = c.session.opened(&self.ctx.session_cfg, req, result);
+        let mut first_use = false;
+        if let (Some((meta, dev)), Some(fd)) = (fresh, &file) {
+            let bytes = resp.file.map_or(0, |(_, n)| n);
+            let again = match self.ctx.cfg.first_miss {
+                FirstMiss::Cache => true,
+                FirstMiss::Direct => self.ctx.recent.used(dev, meta.ino, bytes),
+                // Recorded in either case, so that a file used while memory
+                // had room is remembered once it is full.
+                FirstMiss::Auto => {
+                    self.ctx.recent.used(dev, meta.ino, bytes) | self.ctx.memory.has_room()
+                }
+            };
+            if again {
+                body = self
+                    .files
+                    .insert(req.path.as_bytes(), fd.clone(), meta, dev, self.now);
+            } else {
+                first_use = true;
+            }
+        }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        if !body.is_some_and(|b| inline_body(&mut resp, &b)) && resp.file.is_some() {
+            c.file = file;
+            c.first_use = first_use;
+        }
+        self.start_tx(slot, resp);
+    }
+
+    // ----- closing --------------------------------------------------------
+
+    /// Drops the connection now (error, timeout, shutdown deadline).
+    pub(super) fn abort(&mut self, slot: u32) {
+        self.begin_close(slot, false);
+    }
+
+    /// Starts closing. With `linger`, the write side is shut first and
+    /// input is drained for a while, so a peer that is still sending
+    /// receives our last response instead of a reset.
+    pub(super) fn begin_close(&mut self, slot: u32, linger: bool) {
+        let now = self.now;
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            return;
+        }
+        c.session.close();
+        if linger && !c.peer_eof && c.phase != Phase::Lingering {
+            c.phase = Phase::Lingering;
+            c.deadline = now + LINGER_TIMEOUT;
+            let fd = c.fd;
+            self.push_conn(
+                slot,
+                Op::Shutdown,
+                opcode::Shutdown::new(types::Fd(fd), libc::SHUT_WR).build(),
+            );
+            self.arm_recv(slot);
+            return;
+        }
+        c.phase = Phase::Closing;
+        let gen = c.gen;
+        let sending = c.inflight > 0 && c.tx.is_some();
+        self.cancel_recv(slot);
+        if sending {
+            // A SEND (or a POLLOUT wait) for a peer that stopped reading
+            // waits for socket space forever; cancel it (a no-op if none is
+            // in flight). A READ of the file cannot be cut short and simply
+            // completes.
+            for op in [Op::Send, Op::PollOut] {
+                self.push(
+                    opcode::AsyncCancel::new(ud(op, slot, gen)).build(),
+                    ud(Op::Cancel, NO_SLOT, 0),
+                );
+            }
+        }
+        // The chunk buffer, if any, goes back to the pool only when no
+        // READ or SEND can still be using it (see maybe_release).
+        self.maybe_release(slot);
+    }
+
+    /// Closes the socket and frees the slot once nothing names it.
+    pub(super) fn maybe_release(&mut self, slot: u32) {
+        let c = self.conn(slot);
+        if c.phase == Phase::Lingering && c.inflight == 0 && !c.recv_armed {
+            c.phase = Phase::Closing;
+        }
+        if c.phase != Phase::Closing || c.inflight > 0 {
+            return;
+        }
+        self.release_tx(slot);
+        let c = self.conns[slot as usize].take().expect("live slot");
+        debug_assert!(c.open.is_none());
+        if let Some(tx) = &c.tx {
+            debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
+            debug_assert!(tx.ahead.is_none(), "read-ahead buffer leaked");
+        }
+        self.push(
+            opcode::Close::new(types::Fd(c.fd)).build(),
+            ud(Op::Close, NO_SLOT, 0),
+        );
+        drop(c.file);
+        self.free.push(slot);
+        self.live -= 1;
+        if self.live < self.max_conns {
+            for i in 0..self.listeners.len() {
+                if self.accept_resume.is_none() {
+                    self.arm_accept(i);
+                }
+            }
+        }
+    }
+
+    // ----- timers and shutdown ------------------------------------------
+
+    pub(super) fn on_tick(&mut self) {
+        let now = self.now;
+        if self.ctx.id == 0 && self.ctx.cfg.first_miss == FirstMiss::Auto {
+            // One file read per tick, for every worker (memory.rs).
+            self.ctx.memory.refresh();
+        }
+        if self.accept_resume.is_some_and(|t| now >= t) {
+            self.accept_resume = None;
+            self.warned_emfile = false;
+            for i in 0..self.listeners.len() {
+                self.arm_accept(i);
+            }
+        }
+        let force = self.drain_deadline.is_some_and(|d| now >= d);
+        if force || now >= self.next_scan {
+            self.scan_timeouts(force);
+        } else {
+            // The scan visits every slot; with 10,000 idle keep-alive
+            // connections, doing it every tick cost about 2.5% of the
+            // worker's CPU per request (docs/benchmarks.md "idle"). Skipping
+            // it is sound because every deadline is set to the loop's time
+            // plus one of the timeouts in `backend::min_timeout`, so none set since
+            // the last scan falls before `next_scan`.
+            #[cfg(debug_assertions)]
+            for c in self.conns.iter().flatten() {
+                debug_assert!(
+                    !Self::expired(c, now),
+                    "a connection expired before next_scan"
+                );
+            }
+        }
+        if !(self.draining && self.live == 0) {
+            self.arm_tick();
+        }
+    }
+
+    /// Whether a connection's deadline has passed in a phase that has one.
+    pub(super) fn expired(c: &Conn, now: Instant) -> bool {
+        match c.phase {
+            Phase::Reading => c.recv_armed && now >= c.deadline,
+            Phase::Sending | Phase::Lingering => now >= c.deadline,
+            Phase::Opening | Phase::Closing => false,
+        }
+    }
+
+    /// Drops the connections whose deadline has passed (all but those
+    /// closing, with `force`), and sets `next_scan` to the earliest
+    /// deadline left. A connection that cannot expire now but keeps its
+    /// deadline (Opening; Reading without a receive armed) counts too, so
+    /// a passed one brings the next scan to the next tick, as before.
+    pub(super) fn scan_timeouts(&mut self, force: bool) {
+        let now = self.now;
+        let mut earliest = now + min_timeout(&self.ctx.cfg);
+        for slot in 0..self.conns.len() as u32 {
+            let Some(c) = &self.conns[slot as usize] else {
+                continue;
+            };
+            if force && c.phase != Phase::Closing {
+                self.abort(slot);
+            } else if Self::expired(c, now) {
+                if c.phase == Phase::Lingering {
+                    self.conn(slot).phase = Phase::Closing;
+                    self.cancel_recv(slot);
+                    self.maybe_release(slot);
+                } else {
+                    self.abort(slot);
+                }
+            } else if c.phase != Phase::Closing {
+                earliest = earliest.min(c.deadline);
+            }
+        }
+        self.next_scan = earliest;
+    }
+
+    pub(super) fn on_wake(&mut self) {
+        if !self.ctx.shutdown.requested() {
+            return;
+        }
+        self.draining = true;
+        self.drain_deadline = Some(self.now + self.ctx.cfg.drain_timeout);
+        self.cancel_accepts();
+        for slot in 0..self.conns.len() as u32 {
+            let idle = matches!(&self.conns[slot as usize], Some(c) if c.phase == Phase::Reading && !c.session.mid_request());
+            if idle {
+                self.begin_close(slot, false);
+            }
+        }
+    }
+}

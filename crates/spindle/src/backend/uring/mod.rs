@@ -1,0 +1,273 @@
+//! The io_uring backend (the default).
+//!
+//! One ring per worker thread, and every operation goes through it:
+//! multishot `ACCEPT` on the worker's `SO_REUSEPORT` sockets, multishot
+//! `RECV` into a provided-buffer ring (so an idle connection holds no
+//! receive buffer, and a request costs no new receive SQE),
+//! `OPENAT2` beneath the root, `READ` of file chunks, `SEND`, `SHUTDOWN`,
+//! `CLOSE`, and a `TIMEOUT` tick that drives the connection timers. The
+//! worker sleeps only in `io_uring_enter`, so it never blocks on the disk:
+//! a read of cached pages completes inline during submission, and a read
+//! that misses the page cache is completed by the kernel's async
+//! buffered-read path (or an io-wq thread, capped at `--max-inflight`),
+//! while the loop keeps serving other connections.
+//!
+//! Data path (ARCHITECTURE.md has the measurements): a cached file of at
+//! most 16 KiB goes out with its head in one `SEND` from the open-file
+//! cache. Other bodies under 64 KiB are `READ` into a chunk buffer from a
+//! bounded per-worker pool (`--max-inflight` buffers of `--chunk-size`
+//! bytes), the head copied in front of them, and leave in one `SEND`.
+//! Larger bodies go by `sendfile(2)` chunk by chunk while `cachestat(2)`
+//! says the chunk is in the page cache; a chunk that is not is read
+//! asynchronously: through the page cache (then sent by `sendfile` from
+//! the pages the read brought in), or, on a file's first use once memory
+//! is full (`recent.rs`, `memory.rs`), with `O_DIRECT` into the buffer and
+//! sent from it, the next chunk read ahead into a second buffer meanwhile.
+//!
+//! Invariants (asserted): a connection slot is reused only after every
+//! operation that names it has completed; every buffer handed to the
+//! kernel (receive ring, chunk pool, open paths, the tick timespec) lives
+//! in the worker until the ring has reported the operation's final
+//! completion; the worker returns only when no operation is in flight.
+//!
+//! Where things are: this file holds the state (the worker, its connection
+//! slots and their responses, the chunk buffers); `ring.rs` sets the ring
+//! up and dispatches each completion; `conn.rs` is a connection's life
+//! (accept, receive, the protocol loop, lingering close, timeouts, drain);
+//! `tx.rs` sends a response (head, `sendfile`, `SEND` from a buffer);
+//! `read.rs` reads the body from disk (page cache or `O_DIRECT`, and the
+//! `O_DIRECT` read-ahead); `pool.rs` lends chunk buffers; `probe.rs`
+//! checks the kernel at start.
+
+mod conn;
+mod pool;
+mod probe;
+mod read;
+mod ring;
+mod tx;
+
+pub use probe::probe;
+
+use std::collections::VecDeque;
+use std::os::fd::{OwnedFd, RawFd};
+use std::rc::Rc;
+use std::time::Instant;
+
+use io_uring::{types, IoUring};
+use spindle_core::{OpenRequest, Response, Session};
+
+use super::WorkerContext;
+use crate::filecache::OpenFileCache;
+use crate::fs;
+
+/// Submission queue entries per ring (the completion queue is four times this).
+pub const RING_ENTRIES: u32 = 4096;
+/// Size of one provided receive buffer.
+pub const RECV_BUF_SIZE: usize = 4096;
+/// Provided receive buffers per worker (a power of two).
+pub const RECV_BUF_COUNT: u16 = 1024;
+/// Bytes reserved in front of each chunk buffer for the response head.
+pub const HEAD_RESERVE: usize = 4096;
+
+/// Bodies at least this large go out by `sendfile(2)` when their pages are
+/// cached (by `cachestat(2)`); smaller ones are copied with one `READ` into
+/// the buffer that already holds the head, so that head and body leave in
+/// one `SEND`. See ARCHITECTURE.md for the measurements behind the value.
+pub const SENDFILE_MIN: u64 = 64 * 1024;
+
+const BGID: u16 = 0;
+const NO_SLOT: u32 = 0xFF_FFFF;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for (more of) a request.
+    Reading,
+    /// `OPENAT2` in flight.
+    Opening,
+    /// Transmitting a response.
+    Sending,
+    /// Write side shut; reading and discarding until EOF or timeout.
+    Lingering,
+    /// Waiting for in-flight operations to finish, then `CLOSE`.
+    Closing,
+}
+
+/// The path and `open_how` of an `OPENAT2`; boxed so their addresses stay
+/// fixed while the kernel reads them.
+struct PendingOpen {
+    req: OpenRequest,
+    how: types::OpenHow,
+}
+
+/// A response being transmitted.
+struct Tx {
+    resp: Response,
+    head_sent: usize,
+    /// The unsent rest of the head sits in the chunk buffer, in front of
+    /// the file bytes (so that one SEND carries both).
+    head_in_buf: bool,
+    /// The next file byte to fetch, and how many are left to fetch.
+    file_off: u64,
+    file_left: u64,
+    body_sent: u64,
+    /// A body under [`SENDFILE_MIN`]: read into the buffer behind the head
+    /// (no `cachestat`, no `sendfile`).
+    small: bool,
+    /// The descriptor is this response's alone and the file was not used
+    /// recently: what misses the page cache is read with `O_DIRECT`.
+    first_use: bool,
+    /// `O_DIRECT` is set on the descriptor: every later chunk is read
+    /// into the buffer (no `sendfile` from this descriptor).
+    direct: bool,
+    /// A chunk of this response missed the page cache and was READ:
+    /// every later chunk is READ too before it is sent, never sent
+    /// straight from the cache on the word of `cachestat`. The miss
+    /// started the kernel's readahead, which puts the next pages in the
+    /// cache before their data has arrived; `cachestat` counts them, and a
+    /// `sendfile` over them would wait for the disk in this thread. A READ
+    /// of them waits in the ring instead, and completes at once when they
+    /// are already there.
+    missed: bool,
+    /// Pool buffer held by this response.
+    buf: Option<u32>,
+    /// Bytes of the buffer still to send: `buf_pos..buf_end`.
+    buf_pos: usize,
+    buf_end: usize,
+    /// The READ in flight: block-alignment bytes before the wanted ones,
+    /// and how many are wanted.
+    read_skip: usize,
+    read_want: usize,
+    /// With O_DIRECT (no kernel readahead): the next chunk, read into a
+    /// second buffer while the first is sent. `file_off` and `file_left`
+    /// already count it.
+    ahead: Option<Ahead>,
+    /// pump() found the buffer sent and the read-ahead still in flight:
+    /// its completion continues the response.
+    await_ahead: bool,
+    /// Queued in `pool_waiters` for a chunk buffer.
+    waiting: bool,
+}
+
+/// A chunk being read ahead (see [`Tx::ahead`]).
+struct Ahead {
+    buf: u32,
+    /// Block-alignment bytes before the wanted ones, and how many are wanted.
+    skip: usize,
+    want: usize,
+    /// The READ's result, once it has completed (until then the buffer is
+    /// the kernel's).
+    res: Option<i32>,
+}
+
+/// A chunk buffer of `HEAD_RESERVE + chunk_size` bytes whose start is
+/// aligned to [`fs::DIRECT_ALIGN`], so an `O_DIRECT` read may land at
+/// `HEAD_RESERVE`. The heap block does not move when the value does, so a
+/// pointer handed to the kernel stays valid while the pool holds it.
+struct ChunkBuf {
+    mem: Box<[u8]>,
+    start: usize,
+    len: usize,
+}
+
+impl ChunkBuf {
+    fn new(len: usize) -> ChunkBuf {
+        let mem = vec![0u8; len + fs::DIRECT_ALIGN].into_boxed_slice();
+        let start = mem.as_ptr().align_offset(fs::DIRECT_ALIGN);
+        assert!(start < fs::DIRECT_ALIGN);
+        ChunkBuf { mem, start, len }
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.mem[self.start..self.start + self.len]
+    }
+
+    fn get_mut(&mut self) -> &mut [u8] {
+        &mut self.mem[self.start..self.start + self.len]
+    }
+}
+
+struct Conn {
+    fd: RawFd,
+    gen: u32,
+    session: Session,
+    phase: Phase,
+    /// Ring operations in flight that name this slot.
+    inflight: u32,
+    /// A multishot `RECV` is armed (until its final completion).
+    recv_armed: bool,
+    /// ... and a cancel for it is on its way.
+    recv_cancelling: bool,
+    peer_eof: bool,
+    deadline: Instant,
+    open: Option<Box<PendingOpen>>,
+    file: Option<Rc<OwnedFd>>,
+    /// `file` was opened for this request and kept out of the open-file
+    /// cache: the file's first use (see recent.rs).
+    first_use: bool,
+    tx: Option<Tx>,
+    lingered: usize,
+}
+
+struct Worker {
+    ring: IoUring,
+    ctx: WorkerContext,
+    conns: Vec<Option<Conn>>,
+    free: Vec<u32>,
+    live: usize,
+    max_conns: usize,
+    next_gen: u32,
+    /// Every operation in flight, for the shutdown invariant.
+    ring_inflight: usize,
+    // Receive buffers, provided to the kernel through a buffer ring.
+    recv_bufs: Box<[u8]>,
+    br_entries: *mut types::BufRingEntry,
+    br_layout: std::alloc::Layout,
+    br_tail: u16,
+    // Chunk buffer pool.
+    pool: Vec<ChunkBuf>,
+    pool_free: Vec<u32>,
+    pool_limit: usize,
+    pool_waiters: VecDeque<u32>,
+    chunk_size: usize,
+    // Accepting.
+    accept_armed: Vec<bool>,
+    accept_resume: Option<Instant>,
+    listeners: Vec<OwnedFd>,
+    // Timers and shutdown.
+    now: Instant,
+    tick_ts: Box<types::Timespec>,
+    tick_armed: bool,
+    /// A multishot poll on the open-file cache's inotify fd is in flight:
+    /// the cache then drains inotify only in batches where it fired,
+    /// instead of with one `read` after every wait.
+    notify_armed: bool,
+    wake_buf: Box<u64>,
+    draining: bool,
+    drain_deadline: Option<Instant>,
+    /// No connection can expire before this: the tick skips the timeout
+    /// scan until then (see on_tick).
+    next_scan: Instant,
+    rearm: Vec<u32>,
+    warned_emfile: bool,
+    files: OpenFileCache,
+}
+
+/// Runs one io_uring worker until shutdown.
+pub fn run(ctx: WorkerContext) -> Result<(), String> {
+    let mut w = Worker::new(ctx)?;
+    let _ = w.ctx.ready.send(Ok(()));
+    w.event_loop()?;
+    Ok(())
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // The ring is dropped after this body runs (fields drop after
+        // `drop`), so unregister first: the kernel must stop referring to
+        // the buffer ring memory before it is freed.
+        let _ = self.ring.submitter().unregister_buf_ring(BGID);
+        // SAFETY: allocated in `new` with this layout; the kernel no longer
+        // refers to it after unregister_buf_ring.
+        unsafe { std::alloc::dealloc(self.br_entries.cast(), self.br_layout) };
+    }
+}

@@ -1,0 +1,250 @@
+//! Disk reads of a response's body: `READ` through the page cache or with
+//! `O_DIRECT` on a file's first use, and the `O_DIRECT` read-ahead.
+
+use std::os::fd::{AsRawFd, RawFd};
+
+use io_uring::{opcode, types};
+
+use super::ring::Op;
+use super::{Ahead, Phase, Tx, Worker, HEAD_RESERVE};
+use crate::backend::epoll::{self, Stop};
+use crate::backend::truncated;
+use crate::fs;
+
+/// Sets `O_DIRECT` on a response's own descriptor; if the file system has
+/// no direct I/O, the response reads through the page cache instead.
+pub(super) fn go_direct(file: RawFd, tx: &mut Tx) {
+    debug_assert!(tx.first_use && !tx.direct);
+    match fs::set_direct(file, true) {
+        Ok(()) => tx.direct = true,
+        Err(e) => {
+            warn_direct(&e);
+            tx.first_use = false;
+        }
+    }
+}
+
+/// Says once per process that `O_DIRECT` reads fell back to the page cache.
+pub(super) fn warn_direct(e: &std::io::Error) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        crate::say!(
+            "spindle: O_DIRECT refused by the file system ({e}); files used once are read through the page cache"
+        );
+    }
+}
+impl Worker {
+    /// O_DIRECT reads get no readahead from the kernel, so a response that
+    /// reads with O_DIRECT keeps the next chunk's READ in flight while it
+    /// sends the current one, in a second buffer, if the pool has one that
+    /// no other response is waiting for.
+    pub(super) fn read_ahead(&mut self, slot: u32) {
+        let chunk = self.chunk_size;
+        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let tx = c.tx.as_ref().expect("response in progress");
+        if !tx.direct || tx.ahead.is_some() || tx.file_left == 0 || !self.pool_waiters.is_empty() {
+            return;
+        }
+        let Some(b) = self.take_pool_buf() else {
+            return;
+        };
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("response in progress");
+        let skip = (tx.file_off % fs::DIRECT_ALIGN as u64) as usize;
+        let want = ((chunk - skip) as u64).min(tx.file_left) as usize;
+        let len = (skip + want).next_multiple_of(fs::DIRECT_ALIGN);
+        let offset = tx.file_off - skip as u64;
+        tx.file_off += want as u64;
+        tx.file_left -= want as u64;
+        tx.ahead = Some(Ahead {
+            buf: b,
+            skip,
+            want,
+            res: None,
+        });
+        let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
+        let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
+            .offset(offset)
+            .build();
+        self.push_conn(slot, Op::ReadAhead, sqe);
+    }
+
+    pub(super) fn on_read_ahead(&mut self, slot: u32, res: i32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("read-ahead without a response");
+        let a = tx
+            .ahead
+            .as_mut()
+            .expect("read-ahead completion without one");
+        a.res = Some(res);
+        if c.phase == Phase::Closing {
+            // Only this buffer: the main one may still be under a SEND
+            // being cancelled.
+            let b = tx.ahead.take().expect("read-ahead").buf;
+            self.give_pool_buf(b);
+            self.maybe_release(slot);
+            return;
+        }
+        if std::mem::take(&mut tx.await_ahead) {
+            self.pump(slot);
+        }
+    }
+
+    /// Makes the completed read-ahead the response's buffer, and sends it.
+    pub(super) fn take_ahead(&mut self, slot: u32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("response in progress");
+        debug_assert!(tx.buf_pos == tx.buf_end, "buffer not yet sent");
+        let a = tx.ahead.take().expect("read-ahead");
+        let res = a.res.expect("read-ahead completed");
+        let old = tx.buf.replace(a.buf);
+        if res == -libc::EINVAL {
+            // As in on_read: the file system wants a stricter alignment.
+            // The chunk is read again through the page cache.
+            warn_direct(&std::io::Error::from_raw_os_error(libc::EINVAL));
+            tx.file_off -= a.want as u64;
+            tx.file_left += a.want as u64;
+            tx.buf = old;
+            if fs::set_direct(file, false).is_err() {
+                self.give_pool_buf(a.buf);
+                self.abort(slot);
+                return;
+            }
+            tx.direct = false;
+            tx.first_use = false;
+            self.give_pool_buf(a.buf);
+            self.pump(slot);
+            return;
+        }
+        if let Some(old) = old {
+            self.give_pool_buf(old);
+        }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("response in progress");
+        if res < 0 || (res as usize) < a.skip + a.want {
+            // A short read: the file shrank (see on_read).
+            if res >= 0 {
+                truncated();
+            }
+            self.abort(slot);
+            return;
+        }
+        tx.buf_pos = HEAD_RESERVE + a.skip;
+        tx.buf_end = tx.buf_pos + a.want;
+        self.pump(slot);
+    }
+
+    pub(super) fn on_read(&mut self, slot: u32, res: i32) {
+        let progress_deadline = self.now + self.ctx.cfg.send_timeout;
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        if c.phase == Phase::Closing {
+            self.release_tx(slot);
+            self.maybe_release(slot);
+            return;
+        }
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("tx");
+        if res == -libc::EINVAL && tx.direct {
+            // The file system wants a stricter alignment than DIRECT_ALIGN:
+            // read this file through the page cache after all.
+            warn_direct(&std::io::Error::from_raw_os_error(libc::EINVAL));
+            if fs::set_direct(file, false).is_err() {
+                self.abort(slot);
+                return;
+            }
+            tx.direct = false;
+            tx.first_use = false;
+            self.pump(slot);
+            return;
+        }
+        let (skip, want) = (tx.read_skip, tx.read_want);
+        // EOF before the promised length: the file shrank while being
+        // sent. Nothing correct can follow the bytes already sent under
+        // this Content-Length, so the connection is dropped. An O_DIRECT
+        // read starts `skip` bytes early, in whole blocks, so it must
+        // reach past `skip + want`.
+        let short = if tx.direct {
+            res >= 0 && (res as usize) < skip + want
+        } else {
+            res == 0
+        };
+        if short {
+            truncated();
+        }
+        if res <= 0 || short {
+            self.abort(slot);
+            return;
+        }
+        let got = if tx.direct { want } else { res as usize };
+        debug_assert!(got <= want);
+        let start = tx.file_off;
+        tx.file_off += got as u64;
+        tx.file_left -= got as u64;
+        let data = HEAD_RESERVE + skip;
+        tx.buf_pos = data;
+        tx.buf_end = data + got;
+        // A buffered READ leaves what it read in the page cache. Unless the
+        // body is small, send the chunk from there with sendfile (no second
+        // copy; the socket is non-blocking and the range is cached, so it
+        // cannot wait), and keep the buffer's copy only for what the socket
+        // would not take now, or for pages reclaimed in between.
+        if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
+            if tx.head_sent < tx.resp.head.len() {
+                match epoll::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                    Ok(k) => tx.head_sent += k,
+                    Err(Stop::Full) => {}
+                    Err(Stop::Fail) => {
+                        self.abort(slot);
+                        return;
+                    }
+                }
+            }
+            if tx.head_sent == tx.resp.head.len() {
+                let mut sent = 0u64;
+                while sent < got as u64 {
+                    let mut off = start + sent;
+                    match epoll::sendfile(c.fd, file, &mut off, got as u64 - sent) {
+                        Ok(0) => {
+                            // The file shrank since the READ.
+                            truncated();
+                            self.abort(slot);
+                            return;
+                        }
+                        Ok(r) => sent += r as u64,
+                        Err(libc::EAGAIN) => break,
+                        Err(_) => {
+                            self.abort(slot);
+                            return;
+                        }
+                    }
+                }
+                tx.buf_pos += sent as usize;
+                tx.body_sent += sent;
+                if sent > 0 {
+                    c.deadline = progress_deadline;
+                }
+            }
+        }
+        // The rest of the head, if any, goes right in front of the file
+        // bytes (over the block-alignment bytes an O_DIRECT read brought),
+        // so one SEND carries both. Nothing of the file has been sent yet:
+        // sendfile above runs only after the whole head.
+        let head_left = tx.resp.head.len() - tx.head_sent;
+        let b = tx.buf.expect("READ without a buffer") as usize;
+        if head_left > 0 && head_left <= tx.buf_pos {
+            debug_assert_eq!(tx.buf_pos, data);
+            let at = tx.buf_pos - head_left;
+            self.pool[b].get_mut()[at..tx.buf_pos].copy_from_slice(&tx.resp.head[tx.head_sent..]);
+            tx.buf_pos = at;
+            tx.head_in_buf = true;
+        }
+        if tx.buf_pos == tx.buf_end {
+            // All sent by sendfile: the buffer can serve someone else.
+            tx.buf = None;
+            self.give_pool_buf(b as u32);
+        }
+        self.pump(slot);
+    }
+}

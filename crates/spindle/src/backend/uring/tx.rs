@@ -1,0 +1,299 @@
+//! Transmitting a response: the head, then the body from the page cache
+//! by `sendfile`, or from a chunk buffer by `SEND`.
+
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+
+use io_uring::{opcode, types};
+use spindle_core::accesslog;
+use spindle_core::Response;
+
+use super::read::go_direct;
+use super::ring::Op;
+use super::{Phase, Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
+use crate::backend::epoll::{self, Stop};
+use crate::backend::{truncated, unix_now};
+use crate::fs;
+use crate::net;
+
+impl Worker {
+    // ----- transmitting -------------------------------------------------
+
+    pub(super) fn start_tx(&mut self, slot: u32, resp: Response) {
+        let send_timeout = self.ctx.cfg.send_timeout;
+        let now = self.now;
+        let c = self.conn(slot);
+        c.phase = Phase::Sending;
+        c.deadline = now + send_timeout;
+        let (file_off, file_left) = resp.file.unwrap_or((0, 0));
+        // O_DIRECT belongs to the open file description: only a
+        // descriptor that nothing else holds may have it.
+        let first_use = c.first_use && c.file.as_ref().is_some_and(|f| Rc::strong_count(f) == 1);
+        c.tx = Some(Tx {
+            resp,
+            head_sent: 0,
+            head_in_buf: false,
+            file_off,
+            file_left,
+            body_sent: 0,
+            small: file_left < SENDFILE_MIN,
+            first_use,
+            direct: false,
+            missed: false,
+            buf: None,
+            buf_pos: 0,
+            buf_end: 0,
+            read_skip: 0,
+            read_want: 0,
+            ahead: None,
+            await_ahead: false,
+            waiting: false,
+        });
+        self.pump(slot);
+    }
+
+    /// Issues the next operation of the response in progress.
+    pub(super) fn pump(&mut self, slot: u32) {
+        let chunk = self.chunk_size;
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let fd = c.fd;
+        let tx = c.tx.as_mut().expect("response in progress");
+        let buffered = tx.buf_pos < tx.buf_end;
+        // 1. The head alone: when no file bytes follow, or when file bytes
+        //    wait in the buffer without it (it did not fit in front).
+        if tx.head_sent < tx.resp.head.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered) {
+            let h = &tx.resp.head[tx.head_sent..];
+            let more = if tx.file_left > 0 || buffered {
+                libc::MSG_MORE
+            } else {
+                0
+            };
+            let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+                .flags(libc::MSG_NOSIGNAL | more)
+                .build();
+            self.push_conn(slot, Op::Send, sqe);
+            return;
+        }
+        // 2. Bytes in the chunk buffer, the rest of the head leading them.
+        if buffered {
+            let b = tx.buf.expect("buffered bytes without a buffer");
+            let p = &self.pool[b as usize].get()[tx.buf_pos..tx.buf_end];
+            let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
+            let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), p.len() as u32)
+                .flags(libc::MSG_NOSIGNAL | more)
+                .build();
+            self.push_conn(slot, Op::Send, sqe);
+            self.read_ahead(slot);
+            return;
+        }
+        // 3. Done.
+        if tx.file_left == 0 && tx.ahead.is_none() {
+            self.finish_tx(slot);
+            return;
+        }
+        // 4. The next chunk straight from the page cache with sendfile,
+        //    when all of it is there (so it never waits for the disk). Not
+        //    for small bodies (one READ into the buffer behind the head and
+        //    one SEND are cheaper), and not once a chunk has missed
+        //    (Tx::missed). That also covers a descriptor gone O_DIRECT
+        //    (sendfile would then read the disk synchronously) and a
+        //    response holding a buffer: both come only from a READ.
+        debug_assert!(tx.missed || (!tx.direct && tx.buf.is_none()));
+        if !tx.small && !tx.missed {
+            let file = c.file.as_ref().expect("file for body").as_raw_fd();
+            loop {
+                let n = (chunk as u64).min(tx.file_left);
+                if fs::range_cached(file, tx.file_off, n) != Some(true) {
+                    break;
+                }
+                if tx.head_sent < tx.resp.head.len() {
+                    // The head goes first by a direct send (MSG_MORE: it
+                    // joins the file bytes in one segment), saving a ring
+                    // round trip; if the socket is full, by the ring, which
+                    // waits for space (and then this step runs again).
+                    match epoll::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                        Ok(k) => tx.head_sent += k,
+                        Err(Stop::Full) => {}
+                        Err(Stop::Fail) => {
+                            self.abort(slot);
+                            return;
+                        }
+                    }
+                    if tx.head_sent < tx.resp.head.len() {
+                        let h = &tx.resp.head[tx.head_sent..];
+                        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+                            .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
+                            .build();
+                        self.push_conn(slot, Op::Send, sqe);
+                        return;
+                    }
+                }
+                let mut off = tx.file_off;
+                match epoll::sendfile(fd, file, &mut off, n) {
+                    Ok(0) => {
+                        // The file shrank under us (see on_read).
+                        truncated();
+                        self.abort(slot);
+                        return;
+                    }
+                    Ok(r) => {
+                        let r = r as u64;
+                        tx.file_off += r;
+                        tx.file_left -= r;
+                        tx.body_sent += r;
+                        c.deadline = self.now + self.ctx.cfg.send_timeout;
+                        if tx.file_left == 0 {
+                            self.finish_tx(slot);
+                            return;
+                        }
+                        if r < n {
+                            // The socket buffer is full: wait until it drains.
+                            self.push_conn(
+                                slot,
+                                Op::PollOut,
+                                opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                            );
+                            return;
+                        }
+                    }
+                    Err(libc::EAGAIN) => {
+                        self.push_conn(
+                            slot,
+                            Op::PollOut,
+                            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                        );
+                        return;
+                    }
+                    Err(_) => {
+                        self.abort(slot);
+                        return;
+                    }
+                }
+            }
+        }
+        // 5. The chunk read ahead, if there is one: its buffer becomes the
+        //    response's (the drained one goes back to the pool) ...
+        if let Some(a) = &tx.ahead {
+            if a.res.is_none() {
+                tx.await_ahead = true;
+                return;
+            }
+            self.take_ahead(slot);
+            return;
+        }
+        // ... or an asynchronous READ into a chunk buffer, at HEAD_RESERVE
+        //    (the head goes in front once the bytes are in): through the page
+        //    cache, or with O_DIRECT on a file's first use (recent.rs).
+        let b = match tx.buf {
+            Some(b) => b,
+            None => match self.take_pool_buf() {
+                Some(b) => b,
+                None => {
+                    let c = self.conns[slot as usize].as_mut().expect("live slot");
+                    c.tx.as_mut().expect("tx").waiting = true;
+                    self.pool_waiters.push_back(slot);
+                    return;
+                }
+            },
+        };
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("tx");
+        tx.buf = Some(b);
+        if tx.first_use && !tx.direct {
+            // A first use whose chunk is not all in the page cache (a large
+            // body's was probed in step 4). Not RWF_NOWAIT for the probe: a
+            // buffered read that would wait still starts readahead into the
+            // page cache before it fails with EAGAIN.
+            let n = (chunk as u64).min(tx.file_left);
+            if !tx.small || fs::range_cached(file, tx.file_off, n) != Some(true) {
+                go_direct(file, tx);
+            }
+        }
+        let (skip, want, len) = if tx.direct {
+            // Whole aligned blocks: from the block holding file_off, and
+            // to the end of a block (past the end of the file, the read
+            // stops there).
+            let skip = (tx.file_off % fs::DIRECT_ALIGN as u64) as usize;
+            let want = ((chunk - skip) as u64).min(tx.file_left) as usize;
+            (skip, want, (skip + want).next_multiple_of(fs::DIRECT_ALIGN))
+        } else {
+            let want = (chunk as u64).min(tx.file_left) as usize;
+            (0, want, want)
+        };
+        tx.read_skip = skip;
+        tx.read_want = want;
+        tx.missed = true;
+        let offset = tx.file_off - skip as u64;
+        let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
+        let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
+            .offset(offset)
+            .build();
+        self.push_conn(slot, Op::Read, sqe);
+    }
+
+    pub(super) fn on_send(&mut self, slot: u32, res: i32) {
+        let send_timeout = self.ctx.cfg.send_timeout;
+        let now = self.now;
+        let others_waiting = !self.pool_waiters.is_empty();
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            self.release_tx(slot);
+            self.maybe_release(slot);
+            return;
+        }
+        if res <= 0 {
+            self.abort(slot);
+            return;
+        }
+        c.deadline = now + send_timeout;
+        let tx = c.tx.as_mut().expect("tx");
+        let mut n = res as usize;
+        if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+            // A SEND of the head alone (pump steps 1 and 4).
+            tx.head_sent += n;
+        } else {
+            tx.buf_pos += n;
+            debug_assert!(tx.buf_pos <= tx.buf_end);
+            // Count file bytes (the head may lead the buffer).
+            if tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+                let h = (tx.resp.head.len() - tx.head_sent).min(n);
+                tx.head_sent += h;
+                n -= h;
+            }
+            tx.body_sent += n as u64;
+            if tx.buf_pos == tx.buf_end && tx.file_left > 0 && others_waiting {
+                // Fairness: hand the buffer to a waiting response and queue up.
+                let b = tx.buf.take().expect("buffer");
+                self.give_pool_buf(b);
+                // Takes the buffer back if nobody was waiting for it after
+                // all, or queues for one.
+                self.pump(slot);
+                return;
+            }
+        }
+        self.pump(slot);
+    }
+
+    pub(super) fn finish_tx(&mut self, slot: u32) {
+        self.release_tx(slot);
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.take().expect("tx");
+        c.file = None;
+        if self.ctx.log.enabled() {
+            let line = accesslog::format_line(
+                &net::peer_string(c.fd),
+                unix_now(),
+                &c.session.log_info(),
+                tx.resp.body_len,
+            );
+            self.ctx.log.log(line);
+        }
+        c.session.sent();
+        if self.draining {
+            c.session.close();
+        }
+        c.phase = Phase::Reading;
+        self.drive(slot);
+    }
+}
