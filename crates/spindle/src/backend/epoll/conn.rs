@@ -1,0 +1,343 @@
+//! A connection's life around its responses: accepting, receiving into
+//! the session, lingering close, closing, the timeout sweep and the drain
+//! on shutdown.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Instant;
+
+use spindle_core::Session;
+
+use super::datapath::{drain_eventfd, errno};
+use super::event_loop::epoll_add;
+use super::{Conn, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
+use crate::backend::{min_timeout, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT};
+
+impl<M: Mover> Worker<M> {
+    // ----- accepting ----------------------------------------------------
+
+    fn can_accept(&self) -> bool {
+        !self.draining && self.live < self.max_conns && self.accept_resume.is_none()
+    }
+
+    pub(super) fn can_accept_more(&self) -> bool {
+        self.can_accept() && self.accept_ready.iter().any(|&r| r)
+    }
+
+    pub(super) fn accept_all(&mut self) {
+        for i in 0..self.listeners.len() {
+            if self.accept_ready[i] {
+                self.accept_some(i);
+            }
+        }
+    }
+
+    pub(super) fn accept_some(&mut self, i: usize) {
+        let lfd = self.listeners[i].as_raw_fd();
+        for _ in 0..ACCEPT_BATCH {
+            if !self.can_accept() || !self.accept_ready[i] {
+                return;
+            }
+            // SAFETY: accept4 with null address pointers writes nothing.
+            let fd = unsafe {
+                libc::accept4(
+                    lfd,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                let e = errno();
+                match e {
+                    libc::EAGAIN => self.accept_ready[i] = false,
+                    libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                        if self.files.shed_half() > 0 {
+                            // Cached descriptors were given back: go on.
+                            continue;
+                        }
+                        if !self.warned_emfile {
+                            crate::say!(
+                                "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
+                                self.ctx.id,
+                                io::Error::from_raw_os_error(e),
+                                ACCEPT_BACKOFF
+                            );
+                            self.warned_emfile = true;
+                        }
+                        self.accept_resume = Some(self.now + ACCEPT_BACKOFF);
+                    }
+                    // ECONNABORTED, EINTR, EPROTO...: that one is gone; next.
+                    _ => {}
+                }
+                continue;
+            }
+            // SAFETY: accept4 returned a new descriptor nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            self.add_conn(fd);
+        }
+    }
+
+    fn add_conn(&mut self, fd: OwnedFd) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                (self.conns.len() - 1) as u32
+            }
+        };
+        let gen = self.next_gen;
+        // Generations stay below 2^31, so a connection's token never has
+        // the top bit that marks listeners and the other special tokens.
+        self.next_gen = (self.next_gen + 1) & MAX_GEN;
+        self.next_gen = self.next_gen.max(1);
+        let who = Ticket { slot, gen };
+        let bits = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
+        if let Err(e) = epoll_add(self.epfd.as_raw_fd(), fd.as_raw_fd(), bits, who.token()) {
+            crate::say!(
+                "spindle: worker {}: epoll_ctl: {e}; dropping a connection",
+                self.ctx.id
+            );
+            self.free.push(slot);
+            return;
+        }
+        self.conns[slot as usize] = Some(Conn {
+            fd,
+            gen,
+            session: Session::new(),
+            phase: Phase::Reading,
+            // The first event (EPOLL_CTL_ADD reports present readiness)
+            // says whether a request is already waiting.
+            can_read: false,
+            can_write: true,
+            peer_eof: false,
+            queued: false,
+            deadline: self.now + self.ctx.cfg.keepalive_timeout,
+            open: None,
+            tx: None,
+            st: M::State::default(),
+            waiting: false,
+            lingered: 0,
+        });
+        self.live += 1;
+    }
+
+    // ----- reading and the protocol ---------------------------------------
+
+    /// One `recv` into the session. Returns whether anything happened
+    /// (bytes or EOF); false when there was nothing to read or the
+    /// connection was dropped (then it is gone: check before using it).
+    pub(super) fn recv_once(&mut self, who: Ticket) -> Recv {
+        let c = self.conns[who.slot as usize]
+            .as_mut()
+            .expect("live connection");
+        if !c.can_read || c.peer_eof {
+            return Recv::Nothing;
+        }
+        // SAFETY: receives at most rbuf.len() bytes into the worker's
+        // buffer, which is live and not otherwise borrowed.
+        let rc = unsafe {
+            libc::recv(
+                c.fd.as_raw_fd(),
+                self.rbuf.as_mut_ptr().cast(),
+                self.rbuf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if rc > 0 {
+            let n = rc as usize;
+            if c.phase == Phase::Lingering {
+                c.lingered += n;
+            } else {
+                c.session.feed(&self.rbuf[..n]);
+                // This loop also reads outside epoll_wait (right after a
+                // response): a file change reported before these bytes
+                // were sent must be seen by the lookup they lead to.
+                self.files.batch();
+            }
+            return Recv::Data(n);
+        }
+        if rc == 0 {
+            c.peer_eof = true;
+            c.can_read = false;
+            return Recv::Eof;
+        }
+        match errno() {
+            libc::EAGAIN => {
+                c.can_read = false;
+                Recv::Nothing
+            }
+            libc::EINTR => Recv::Data(0),
+            _ => {
+                // ECONNRESET and friends: the peer is gone.
+                c.peer_eof = true;
+                self.close(who);
+                Recv::Gone
+            }
+        }
+    }
+
+    /// Reads pipelined input while a response is being produced, as far as
+    /// the session takes it. Returns false if the connection was dropped.
+    pub(super) fn read_ahead(&mut self, who: Ticket) -> bool {
+        let cfg = self.ctx.session_cfg.clone();
+        let mut budget = READ_TURN_BYTES;
+        loop {
+            let c = self.conn(who);
+            if !c.session.wants_input(&cfg) {
+                return true;
+            }
+            match self.recv_once(who) {
+                Recv::Data(n) => {
+                    budget = budget.saturating_sub(n.max(1));
+                    if budget == 0 {
+                        self.enqueue(who);
+                        return true;
+                    }
+                }
+                Recv::Eof | Recv::Nothing => return true,
+                Recv::Gone => return false,
+            }
+        }
+    }
+
+    // ----- closing --------------------------------------------------------
+
+    /// Starts closing. With `linger`, the write side is shut first and
+    /// input is drained for a while, so a peer that is still sending
+    /// receives our last response instead of a reset.
+    pub(super) fn begin_close(&mut self, who: Ticket, linger: bool) {
+        let deadline = self.now + LINGER_TIMEOUT;
+        let c = self.conns[who.slot as usize]
+            .as_mut()
+            .expect("live connection");
+        c.session.close();
+        if linger && !c.peer_eof && c.phase != Phase::Lingering {
+            self.mover.release(&mut c.st);
+            c.tx = None;
+            c.phase = Phase::Lingering;
+            c.deadline = deadline;
+            // SAFETY: shutdown(2) on a socket this connection owns.
+            unsafe { libc::shutdown(c.fd.as_raw_fd(), libc::SHUT_WR) };
+            self.linger(who);
+            return;
+        }
+        self.close(who);
+    }
+
+    pub(super) fn linger(&mut self, who: Ticket) {
+        let mut budget = READ_TURN_BYTES;
+        loop {
+            let c = self.conn(who);
+            if c.peer_eof || c.lingered > LINGER_MAX_BYTES {
+                self.close(who);
+                return;
+            }
+            match self.recv_once(who) {
+                Recv::Data(n) => {
+                    budget = budget.saturating_sub(n.max(1));
+                    if budget == 0 {
+                        self.enqueue(who);
+                        return;
+                    }
+                }
+                Recv::Eof => {}
+                Recv::Nothing | Recv::Gone => return,
+            }
+        }
+    }
+
+    /// Drops the connection now: frees the mover's buffers (a read in
+    /// flight is freed when it completes), closes the socket (which also
+    /// removes it from the epoll set) and the file.
+    pub(super) fn close(&mut self, who: Ticket) {
+        let Some(mut c) = self.conns[who.slot as usize].take() else {
+            return;
+        };
+        debug_assert_eq!(c.gen, who.gen);
+        self.mover.release(&mut c.st);
+        drop(c);
+        self.free.push(who.slot);
+        self.live -= 1;
+    }
+
+    // ----- timers and shutdown ------------------------------------------
+
+    pub(super) fn on_tick(&mut self) {
+        let now = self.now;
+        if self.accept_resume.is_some_and(|t| now >= t) {
+            self.accept_resume = None;
+            self.warned_emfile = false;
+        }
+        let force = self.drain_deadline.is_some_and(|d| now >= d);
+        if !force && now < self.next_scan {
+            // Skipping the scan is sound: every deadline is the loop's time
+            // plus one of the timeouts in `backend::min_timeout`, so none set since
+            // the last scan falls before `next_scan` (see uring.rs).
+            #[cfg(debug_assertions)]
+            for c in self.conns.iter().flatten() {
+                debug_assert!(
+                    !Self::expired(c, now),
+                    "a connection expired before next_scan"
+                );
+            }
+            return;
+        }
+        let mut earliest = now + min_timeout(&self.ctx.cfg);
+        for slot in 0..self.conns.len() {
+            let Some(c) = &self.conns[slot] else { continue };
+            let who = Ticket {
+                slot: slot as u32,
+                gen: c.gen,
+            };
+            if force || Self::expired(c, now) {
+                self.close(who);
+            } else {
+                // Opening keeps a deadline it cannot expire on; a passed one
+                // brings the next scan to the next tick, as before.
+                earliest = earliest.min(c.deadline);
+            }
+        }
+        self.next_scan = earliest;
+    }
+
+    /// Whether a connection's deadline has passed in a phase that has one.
+    fn expired(c: &Conn<M::State>, now: Instant) -> bool {
+        match c.phase {
+            Phase::Reading | Phase::Sending | Phase::Lingering => now >= c.deadline,
+            Phase::Opening => false,
+        }
+    }
+
+    pub(super) fn on_wake(&mut self) {
+        drain_eventfd(self.ctx.shutdown.eventfd);
+        if !self.ctx.shutdown.requested() || self.draining {
+            return;
+        }
+        self.draining = true;
+        self.drain_deadline = Some(self.now + self.ctx.cfg.drain_timeout);
+        for slot in 0..self.conns.len() {
+            let idle = match &self.conns[slot] {
+                Some(c) if c.phase == Phase::Reading && !c.session.mid_request() => Some(c.gen),
+                _ => None,
+            };
+            if let Some(gen) = idle {
+                self.close(Ticket {
+                    slot: slot as u32,
+                    gen,
+                });
+            }
+        }
+    }
+}
+
+pub(super) enum Recv {
+    /// Bytes were received (0 after EINTR).
+    Data(usize),
+    /// The peer closed its side.
+    Eof,
+    /// Nothing to read now.
+    Nothing,
+    /// The connection failed and was dropped.
+    Gone,
+}

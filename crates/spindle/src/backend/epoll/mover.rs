@@ -1,0 +1,133 @@
+//! The interface between the loop and a mover: the [`Mover`] trait, the
+//! response in transmission ([`Tx`]) it drains, and the [`Ticket`] that
+//! names a connection across asynchronous operations.
+
+use std::os::fd::{OwnedFd, RawFd};
+use std::rc::Rc;
+
+use spindle_core::response::FileMeta;
+use spindle_core::{OpenError, OpenRequest, Response};
+
+use crate::backend::WorkerContext;
+
+/// Names one connection for as long as it lives: a slot is reused only
+/// with a new generation, so a completion for a closed connection is
+/// recognised and dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    pub slot: u32,
+    pub gen: u32,
+}
+
+impl Ticket {
+    pub(super) fn token(self) -> u64 {
+        (self.gen as u64) << 32 | self.slot as u64
+    }
+}
+
+/// One response in transmission: the head (status line and header fields,
+/// or a whole error page), then `left` bytes of `file` from `off`.
+#[derive(Debug)]
+pub struct Tx {
+    pub resp: Response,
+    pub head_sent: usize,
+    /// The opened file (shared with the open-file cache).
+    pub file: Option<Rc<OwnedFd>>,
+    /// Next file offset not yet sent nor held in a mover's buffer.
+    pub off: u64,
+    /// File bytes not yet sent nor held in a mover's buffer.
+    pub left: u64,
+    /// File bytes handed to the socket.
+    pub body_sent: u64,
+}
+
+impl Tx {
+    pub fn head_left(&self) -> &[u8] {
+        &self.resp.head[self.head_sent..]
+    }
+
+    pub fn head_done(&self) -> bool {
+        self.head_sent == self.resp.head.len()
+    }
+
+    pub(super) fn progress(&self) -> u64 {
+        self.head_sent as u64 + self.body_sent
+    }
+
+    /// Accounts `n` bytes written from (rest of head ++ data).
+    pub fn wrote(&mut self, mut n: usize) -> usize {
+        let h = (self.resp.head.len() - self.head_sent).min(n);
+        self.head_sent += h;
+        n -= h;
+        self.body_sent += n as u64;
+        n
+    }
+}
+
+/// What a mover's [`Mover::pump`] achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The whole response has been handed to the socket.
+    Done,
+    /// The socket is full; pump again once it is writable.
+    SocketFull,
+    /// Waiting for the mover: a disk read in flight, or a buffer. The
+    /// mover reports it through [`Mover::reap`] or [`Mover::next_waiter`].
+    Waiting,
+    /// Used up this turn; pump again after the other connections.
+    Yield,
+    /// The connection must be dropped (peer gone, file shrank, I/O error).
+    Fail,
+}
+
+/// The answer to [`Mover::open`].
+pub enum Opened {
+    Now(OpenResult),
+    /// Reported later through [`Mover::reap`].
+    Later,
+}
+
+/// An opened path: its descriptor, its metadata and the device it lives on.
+pub type OpenResult = Result<(OwnedFd, FileMeta, u64), OpenError>;
+
+/// A finished asynchronous operation of a mover.
+pub enum Completion<C> {
+    Opened(OpenResult),
+    Chunk(C),
+}
+
+/// How file bytes get to the socket: the only part in which the epoll
+/// backends differ.
+pub trait Mover: Sized {
+    /// Per-response state (buffers held, reads in flight).
+    type State: Default;
+    /// A finished disk read.
+    type Chunk;
+
+    fn new(ctx: &WorkerContext) -> Result<Self, String>;
+    /// An fd that becomes readable when [`Mover::reap`] has work.
+    fn completion_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Opens a path beneath the root, now or later.
+    fn open(&mut self, who: Ticket, req: &OpenRequest) -> Opened;
+    /// Moves bytes of `tx` to the non-blocking socket `sock`.
+    fn pump(&mut self, who: Ticket, sock: RawFd, tx: &mut Tx, st: &mut Self::State) -> Progress;
+    /// Collects finished operations.
+    fn reap(&mut self, _out: &mut Vec<(Ticket, Completion<Self::Chunk>)>) {}
+    /// Applies a finished read to the response that asked for it.
+    fn chunk_done(&mut self, tx: &mut Tx, st: &mut Self::State, chunk: Self::Chunk);
+    /// A finished read whose response is gone: free what it holds.
+    fn discard(&mut self, chunk: Self::Chunk);
+    /// The response is over (sent, or its connection is closing): free its
+    /// buffers. A read still in flight is freed when it completes.
+    fn release(&mut self, st: &mut Self::State);
+    /// A response that waited for a buffer which is now free.
+    fn next_waiter(&mut self) -> Option<Ticket> {
+        None
+    }
+    /// Operations in flight.
+    fn in_flight(&self) -> usize {
+        0
+    }
+}

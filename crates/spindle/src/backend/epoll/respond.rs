@@ -1,0 +1,234 @@
+//! From a request to the socket: asking the session what to do next,
+//! opening (through the open-file cache or the mover), transmitting the
+//! response through the mover, and applying the mover's completions.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
+
+use spindle_core::accesslog;
+use spindle_core::response::{FileKind, FileMeta};
+use spindle_core::{OpenError, OpenRequest, Response, Step};
+
+use super::conn::Recv;
+use super::datapath::open_error;
+use super::{
+    Completion, Mover, OpenResult, Opened, Phase, Progress, Ticket, Tx, Worker, READ_TURN_BYTES,
+};
+use crate::backend::{inline_body, unix_now};
+use crate::net;
+
+impl<M: Mover> Worker<M> {
+    /// Asks the session what to do next, and starts doing it.
+    pub(super) fn drive(&mut self, who: Ticket) {
+        let cfg = self.ctx.session_cfg.clone();
+        let (keepalive, header_timeout) =
+            (self.ctx.cfg.keepalive_timeout, self.ctx.cfg.header_timeout);
+        let mut budget = READ_TURN_BYTES;
+        loop {
+            let (now, draining) = (self.now, self.draining);
+            let c = self.conn(who);
+            debug_assert_eq!(c.phase, Phase::Reading);
+            match c.session.next(&cfg) {
+                Step::NeedInput => {
+                    if c.peer_eof {
+                        self.close(who);
+                        return;
+                    }
+                    let mid = c.session.mid_request();
+                    c.deadline = now + if mid { header_timeout } else { keepalive };
+                    if draining && !mid {
+                        self.close(who);
+                        return;
+                    }
+                    match self.recv_once(who) {
+                        Recv::Data(n) => {
+                            budget = budget.saturating_sub(n.max(1));
+                            if budget == 0 {
+                                self.enqueue(who);
+                                return;
+                            }
+                        }
+                        Recv::Eof => {}
+                        Recv::Nothing | Recv::Gone => return,
+                    }
+                }
+                Step::Open(req) => {
+                    if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
+                        // A cached file: no open, metadata fresh (see filecache).
+                        match hit {
+                            Ok(h) => self.opened_file(who, &req, h.fd, Ok(h.meta), h.body),
+                            Err(e) => self.opened_file(who, &req, None, Err(open_error(e)), None),
+                        }
+                        return;
+                    }
+                    match self.mover.open(who, &req) {
+                        Opened::Now(res) => self.opened(who, &req, res),
+                        Opened::Later => {
+                            let c = self.conn(who);
+                            c.phase = Phase::Opening;
+                            c.open = Some(req);
+                            self.read_ahead(who);
+                        }
+                    }
+                    return;
+                }
+                Step::Respond(resp) => {
+                    self.start_tx(who, resp, None);
+                    return;
+                }
+                Step::Close => {
+                    let linger = c.session.linger_advised();
+                    self.begin_close(who, linger);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn opened(&mut self, who: Ticket, req: &OpenRequest, res: OpenResult) {
+        let now = self.now;
+        match res {
+            Ok((fd, meta, dev)) => {
+                let fd = Rc::new(fd);
+                let body = if meta.kind == FileKind::Regular {
+                    self.files
+                        .insert(req.path.as_bytes(), fd.clone(), meta, dev, now)
+                } else {
+                    None
+                };
+                self.opened_file(who, req, Some(fd), Ok(meta), body);
+            }
+            Err(e) => self.opened_file(who, req, None, Err(e), None),
+        }
+    }
+
+    /// The session's answer to an open (from the cache or the mover), sent:
+    /// a small file's cached bytes go in the head (start_tx then drops the
+    /// descriptor, as there is no file range left).
+    fn opened_file(
+        &mut self,
+        who: Ticket,
+        req: &OpenRequest,
+        file: Option<Rc<OwnedFd>>,
+        result: Result<FileMeta, OpenError>,
+        body: Option<Rc<[u8]>>,
+    ) {
+        let cfg = self.ctx.session_cfg.clone();
+        let mut resp = self.conn(who).session.opened(&cfg, req, result);
+        if let Some(b) = body {
+            inline_body(&mut resp, &b);
+        }
+        self.start_tx(who, resp, file);
+    }
+
+    // ----- transmitting -------------------------------------------------
+
+    fn start_tx(&mut self, who: Ticket, resp: Response, file: Option<Rc<OwnedFd>>) {
+        let deadline = self.now + self.ctx.cfg.send_timeout;
+        let c = self.conn(who);
+        let (off, left) = resp.file.unwrap_or((0, 0));
+        c.phase = Phase::Sending;
+        c.deadline = deadline;
+        c.tx = Some(Tx {
+            resp,
+            head_sent: 0,
+            file: if left > 0 { file } else { None },
+            off,
+            left,
+            body_sent: 0,
+        });
+        // Input that is already waiting is left in the socket until this
+        // response is done (or until the next edge, for a long response):
+        // trying to read it now would mostly cost an EAGAIN per request.
+        self.pump(who);
+    }
+
+    pub(super) fn pump(&mut self, who: Ticket) {
+        let send_timeout = self.ctx.cfg.send_timeout;
+        let now = self.now;
+        let c = self.conns[who.slot as usize]
+            .as_mut()
+            .expect("live connection");
+        if c.phase != Phase::Sending || c.waiting || !c.can_write {
+            return;
+        }
+        let tx = c.tx.as_mut().expect("response in progress");
+        let before = tx.progress();
+        let p = self.mover.pump(who, c.fd.as_raw_fd(), tx, &mut c.st);
+        if tx.progress() != before {
+            c.deadline = now + send_timeout;
+        }
+        match p {
+            Progress::Done => self.finish_tx(who),
+            Progress::SocketFull => c.can_write = false,
+            Progress::Waiting => c.waiting = true,
+            Progress::Yield => self.enqueue(who),
+            Progress::Fail => self.close(who),
+        }
+    }
+
+    fn finish_tx(&mut self, who: Ticket) {
+        let keepalive = self.now + self.ctx.cfg.keepalive_timeout;
+        let c = self.conns[who.slot as usize]
+            .as_mut()
+            .expect("live connection");
+        self.mover.release(&mut c.st);
+        let tx = c.tx.take().expect("tx");
+        if self.ctx.log.enabled() {
+            let line = accesslog::format_line(
+                &net::peer_string(c.fd.as_raw_fd()),
+                unix_now(),
+                &c.session.log_info(),
+                tx.resp.body_len,
+            );
+            self.ctx.log.log(line);
+        }
+        drop(tx);
+        c.session.sent();
+        if self.draining {
+            c.session.close();
+        }
+        c.phase = Phase::Reading;
+        c.deadline = keepalive;
+        // The next request is served on the connection's next turn.
+        self.enqueue(who);
+    }
+
+    pub(super) fn on_completions(&mut self) {
+        let mut done = std::mem::take(&mut self.done);
+        self.mover.reap(&mut done);
+        for (who, comp) in done.drain(..) {
+            match comp {
+                Completion::Opened(res) => match self.live_conn(who) {
+                    Some(c) if c.phase == Phase::Opening => {
+                        let req = c.open.take().expect("open in flight");
+                        self.opened(who, &req, res);
+                    }
+                    _ => drop(res),
+                },
+                Completion::Chunk(chunk) => match self.conns.get_mut(who.slot as usize) {
+                    Some(Some(c)) if c.gen == who.gen && c.phase == Phase::Sending && c.waiting => {
+                        c.waiting = false;
+                        let tx = c.tx.as_mut().expect("tx");
+                        self.mover.chunk_done(tx, &mut c.st, chunk);
+                        self.pump(who);
+                    }
+                    _ => self.mover.discard(chunk),
+                },
+            }
+        }
+        self.done = done;
+    }
+
+    /// Resumes responses that waited for a mover buffer now free.
+    pub(super) fn wake_waiters(&mut self) {
+        while let Some(who) = self.mover.next_waiter() {
+            if let Some(c) = self.live_conn(who) {
+                if c.phase == Phase::Sending && c.waiting {
+                    c.waiting = false;
+                    self.pump(who);
+                }
+            }
+        }
+    }
+}
