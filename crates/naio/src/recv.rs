@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use io_uring::{cqueue, opcode, types, IoUring};
 
-use crate::bench::{Meter, RecvMode, SockRecv, ThreadOut};
 use crate::digest::Digest;
+use crate::side::{Meter, RecvMode, SockRecv, ThreadOut};
 use crate::sys;
 
 /// Submission queue entries of a receiver's ring (must cover one request

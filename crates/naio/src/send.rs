@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use io_uring::{cqueue, opcode, types, IoUring};
 
-use crate::bench::{past, Meter, SendMode, ThreadOut, ZcStats};
 use crate::recv::{new_ring, RING_ENTRIES};
+use crate::side::{past, Meter, SendMode, ThreadOut, ZcStats};
 use crate::source::Source;
 use crate::sys;
 
