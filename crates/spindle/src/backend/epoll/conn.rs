@@ -273,7 +273,7 @@ impl<M: Mover> Worker<M> {
         if !force && now < self.next_scan {
             // Skipping the scan is sound: every deadline is the loop's time
             // plus one of the timeouts in `backend::min_timeout`, so none set since
-            // the last scan falls before `next_scan` (see uring.rs).
+            // the last scan falls before `next_scan` (see uring/conn.rs).
             #[cfg(debug_assertions)]
             for c in self.conns.iter().flatten() {
                 debug_assert!(
