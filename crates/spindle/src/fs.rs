@@ -194,6 +194,109 @@ pub fn range_cached(fd: RawFd, offset: u64, len: u64) -> Option<bool> {
     Some(cs.nr_cache >= pages)
 }
 
+/// A read-only shared mapping of a file that is never touched, kept only to
+/// ask `mincore(2)` which of the file's pages are *uptodate*: in the page
+/// cache with their data read. `cachestat(2)` cannot tell: it also counts
+/// pages that readahead has inserted and not yet filled, and a `sendfile`
+/// over one of those waits for the disk. `mincore` on a file mapping asks
+/// the page cache without faulting anything in (an unmapped PTE of a file
+/// mapping is answered from the file's own pages), so neither the probe nor
+/// the mapping reads the disk, and since the mapping is never accessed it
+/// cannot raise `SIGBUS` when the file shrinks.
+#[derive(Debug)]
+pub struct FileMap {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+/// Pages asked about per `mincore(2)` call (the result vector's size).
+pub const MINCORE_BATCH: usize = 512;
+
+impl FileMap {
+    /// Maps the first `len` bytes of `fd` (at least one page).
+    pub fn new(fd: RawFd, len: u64) -> io::Result<FileMap> {
+        let len = usize::try_from(len.max(1))
+            .map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?
+            .next_multiple_of(page_size());
+        // SAFETY: a fresh shared read-only mapping at an address the kernel
+        // picks; nothing in this process ever reads or writes through it, so
+        // no Rust reference to its memory exists.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FileMap { addr, len })
+    }
+
+    /// How many bytes from `offset`, at most `len`, lie on pages that are
+    /// uptodate in the page cache (whole pages, so the count may stop in
+    /// the middle of `len` but never promises a page that is not ready).
+    pub fn uptodate(&self, offset: u64, len: u64) -> io::Result<u64> {
+        let page = page_size() as u64;
+        let end = (offset + len).min(self.len as u64);
+        if offset >= end {
+            return Ok(0);
+        }
+        let mut vec = [0u8; MINCORE_BATCH];
+        let mut at = offset / page * page;
+        while at < end {
+            let pages = ((end - at).div_ceil(page) as usize).min(MINCORE_BATCH);
+            // SAFETY: `[at, at + pages pages)` lies inside the mapping (at is
+            // page-aligned and below `self.len`, a multiple of the page size,
+            // which `end` does not pass); the kernel writes `pages` bytes into
+            // `vec`, which holds MINCORE_BATCH.
+            let rc = unsafe {
+                libc::mincore(
+                    self.addr.cast::<u8>().add(at as usize).cast(),
+                    pages * page_size(),
+                    vec.as_mut_ptr(),
+                )
+            };
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            for v in &vec[..pages] {
+                if v & 1 == 0 {
+                    return Ok(at.saturating_sub(offset).min(len));
+                }
+                at += page;
+            }
+        }
+        Ok(end - offset)
+    }
+}
+
+impl Drop for FileMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once; nothing refers
+        // to its memory.
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
+/// The size of a page, as `mincore(2)` counts them.
+pub fn page_size() -> usize {
+    static PAGE_SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE_SIZE.get_or_init(|| {
+        // SAFETY: sysconf reads a constant of the system; no memory involved.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 {
+            p as usize
+        } else {
+            4096
+        }
+    })
+}
+
 /// An inotify instance that watches open files by descriptor, for the
 /// open-file cache: a watch turns "has this file changed since we looked?"
 /// from an `fstat` per request into a read of the event queue per batch.

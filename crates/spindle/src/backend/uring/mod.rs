@@ -146,6 +146,15 @@ struct Tx {
     await_ahead: bool,
     /// Queued in `pool_waiters` for a chunk buffer.
     waiting: bool,
+    /// After a miss (`missed`), not direct: a mapping of the file that
+    /// is never touched, for `mincore`, which tells which pages the
+    /// kernel's readahead has filled. Those go by `sendfile` (no copy,
+    /// cannot wait); for the next page that is not filled yet, a one-page
+    /// `READ` waits in the ring (`Op::PageWait`). The miss's own chunk is
+    /// `READ` whole: its size sets the size of the first readahead window.
+    map: Option<fs::FileMap>,
+    /// The file could not be mapped: misses are `READ` chunk by chunk.
+    unmappable: bool,
 }
 
 /// A chunk being read ahead (see [`Tx::ahead`]).
@@ -242,6 +251,10 @@ struct Worker {
     /// instead of with one `read` after every wait.
     notify_armed: bool,
     wake_buf: Box<u64>,
+    /// Where the one-page `READ`s that wait for readahead land (see
+    /// `Tx::map`). Nothing ever reads it; the kernel may write it from
+    /// several such `READ`s at once.
+    page_sink: Box<[u8]>,
     draining: bool,
     drain_deadline: Option<Instant>,
     /// No connection can expire before this: the tick skips the timeout

@@ -247,4 +247,40 @@ impl Worker {
         }
         self.pump(slot);
     }
+
+    /// Waits in the ring for the page at the response's next byte: a
+    /// one-page buffered `READ`, which completes when that page is uptodate
+    /// (by task work, no io-wq thread, when readahead is already reading it;
+    /// otherwise it starts a read there and the kernel's readahead picks up
+    /// the stream). Its bytes land in `page_sink` and are never used: the
+    /// page then goes by `sendfile` (see `Tx::map`).
+    pub(super) fn wait_page(&mut self, slot: u32) {
+        let page = fs::page_size() as u64;
+        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_ref().expect("response in progress");
+        let offset = tx.file_off / page * page;
+        let dst = self.page_sink.as_mut_ptr();
+        let sqe = opcode::Read::new(types::Fd(file), dst, page as u32)
+            .offset(offset)
+            .build();
+        self.push_conn(slot, Op::PageWait, sqe);
+    }
+
+    pub(super) fn on_page_wait(&mut self, slot: u32, res: i32) {
+        let c = self.conn(slot);
+        if c.phase == Phase::Closing {
+            self.maybe_release(slot);
+            return;
+        }
+        if res <= 0 {
+            // EOF where the response still promised bytes: the file shrank.
+            if res == 0 {
+                truncated();
+            }
+            self.abort(slot);
+            return;
+        }
+        self.pump(slot);
+    }
 }

@@ -9,6 +9,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use super::{Phase, Worker, BGID, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
 use crate::backend::{WorkerContext, TICK};
 use crate::filecache::OpenFileCache;
+use crate::fs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -28,6 +29,8 @@ pub(super) enum Op {
     ReadAhead,
     /// The open-file cache's inotify fd became readable (multishot poll).
     Notify,
+    /// A one-page READ that waits for readahead (`Tx::map`).
+    PageWait,
 }
 
 impl Op {
@@ -46,6 +49,7 @@ impl Op {
             11 => Op::PollOut,
             12 => Op::ReadAhead,
             13 => Op::Notify,
+            14 => Op::PageWait,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -133,6 +137,7 @@ impl Worker {
             tick_armed: false,
             notify_armed: false,
             wake_buf: Box::new(0),
+            page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
             draining: false,
             drain_deadline: None,
             next_scan: Instant::now(),
@@ -351,6 +356,7 @@ impl Worker {
                     Op::Open => self.on_open(slot, res),
                     Op::Read => self.on_read(slot, res),
                     Op::ReadAhead => self.on_read_ahead(slot, res),
+                    Op::PageWait => self.on_page_wait(slot, res),
                     Op::Send => self.on_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
                     Op::PollOut => {

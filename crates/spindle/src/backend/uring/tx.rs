@@ -16,6 +16,30 @@ use crate::backend::{truncated, unix_now};
 use crate::fs;
 use crate::net;
 
+/// What vouches that a range is in the page cache before `sendfile` runs
+/// over it (see [`Worker::send_ready`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// `cachestat(2)`: every page present, the whole chunk or nothing.
+    /// Enough until the response has missed once; after that, pages under
+    /// readahead are present before they are filled.
+    Cachestat,
+    /// `mincore(2)` on the response's mapping: the prefix of the chunk
+    /// whose pages are uptodate.
+    Uptodate,
+}
+
+/// Says once per process that a file could not be mapped for `mincore`,
+/// so that large misses are read into buffers instead.
+fn warn_unmappable(e: &std::io::Error) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        crate::say!(
+            "spindle: mmap of a served file failed ({e}); large files that miss the page cache are read into buffers"
+        );
+    }
+}
+
 impl Worker {
     // ----- transmitting -------------------------------------------------
 
@@ -48,6 +72,8 @@ impl Worker {
             ahead: None,
             await_ahead: false,
             waiting: false,
+            map: None,
+            unmappable: false,
         });
         self.pump(slot);
     }
@@ -100,77 +126,38 @@ impl Worker {
         //    response holding a buffer: both come only from a READ.
         debug_assert!(tx.missed || (!tx.direct && tx.buf.is_none()));
         if !tx.small && !tx.missed {
+            if self.send_ready(slot, Probe::Cachestat) {
+                return;
+            }
+        } else if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() && !tx.unmappable {
+            // 4b. After a miss, a large body read through the page cache:
+            //     the kernel's readahead is fetching the next pages. Send
+            //     by sendfile what mincore finds uptodate, and wait in the
+            //     ring for the rest with a one-page READ (no copy of the
+            //     chunk; see Tx::map).
             let file = c.file.as_ref().expect("file for body").as_raw_fd();
-            loop {
-                let n = (chunk as u64).min(tx.file_left);
-                if fs::range_cached(file, tx.file_off, n) != Some(true) {
-                    break;
-                }
-                if tx.head_sent < tx.resp.head.len() {
-                    // The head goes first by a direct send (MSG_MORE: it
-                    // joins the file bytes in one segment), saving a ring
-                    // round trip; if the socket is full, by the ring, which
-                    // waits for space (and then this step runs again).
-                    match epoll::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
-                        Ok(k) => tx.head_sent += k,
-                        Err(Stop::Full) => {}
-                        Err(Stop::Fail) => {
-                            self.abort(slot);
-                            return;
-                        }
-                    }
-                    if tx.head_sent < tx.resp.head.len() {
-                        let h = &tx.resp.head[tx.head_sent..];
-                        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
-                            .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
-                            .build();
-                        self.push_conn(slot, Op::Send, sqe);
-                        return;
-                    }
-                }
-                let mut off = tx.file_off;
-                match epoll::sendfile(fd, file, &mut off, n) {
-                    Ok(0) => {
-                        // The file shrank under us (see on_read).
-                        truncated();
-                        self.abort(slot);
-                        return;
-                    }
-                    Ok(r) => {
-                        let r = r as u64;
-                        tx.file_off += r;
-                        tx.file_left -= r;
-                        tx.body_sent += r;
-                        c.deadline = self.now + self.ctx.cfg.send_timeout;
-                        if tx.file_left == 0 {
-                            self.finish_tx(slot);
-                            return;
-                        }
-                        if r < n {
-                            // The socket buffer is full: wait until it drains.
-                            self.push_conn(
-                                slot,
-                                Op::PollOut,
-                                opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
-                            );
-                            return;
-                        }
-                    }
-                    Err(libc::EAGAIN) => {
-                        self.push_conn(
-                            slot,
-                            Op::PollOut,
-                            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
-                        );
-                        return;
-                    }
-                    Err(_) => {
-                        self.abort(slot);
-                        return;
+            if tx.map.is_none() {
+                match fs::FileMap::new(file, tx.file_off + tx.file_left) {
+                    Ok(m) => tx.map = Some(m),
+                    Err(e) => {
+                        warn_unmappable(&e);
+                        tx.unmappable = true;
                     }
                 }
             }
+            if tx.map.is_some() {
+                // The buffer of the chunk that missed is drained (step 2).
+                if let Some(b) = tx.buf.take() {
+                    self.give_pool_buf(b);
+                }
+                if !self.send_ready(slot, Probe::Uptodate) {
+                    self.wait_page(slot);
+                }
+                return;
+            }
         }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("response in progress");
         // 5. The chunk read ahead, if there is one: its buffer becomes the
         //    response's (the drained one goes back to the pool) ...
         if let Some(a) = &tx.ahead {
@@ -230,6 +217,108 @@ impl Worker {
             .offset(offset)
             .build();
         self.push_conn(slot, Op::Read, sqe);
+    }
+
+    /// Sends the body by `sendfile` from the page cache, chunk by chunk,
+    /// for as long as `probe` vouches that the bytes are there, so that it
+    /// never waits for the disk. Returns `false` when nothing at the next
+    /// byte is ready (the caller reads or waits), `true` when the response
+    /// went on otherwise: finished, waiting for socket space, or aborted.
+    pub(super) fn send_ready(&mut self, slot: u32, probe: Probe) -> bool {
+        let chunk = self.chunk_size as u64;
+        let progress = self.now + self.ctx.cfg.send_timeout;
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let fd = c.fd;
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("response in progress");
+        loop {
+            let n = chunk.min(tx.file_left);
+            debug_assert!(n > 0, "send_ready with nothing left to send");
+            let ready = match probe {
+                Probe::Cachestat => {
+                    if fs::range_cached(file, tx.file_off, n) == Some(true) {
+                        n
+                    } else {
+                        0
+                    }
+                }
+                Probe::Uptodate => {
+                    match tx.map.as_ref().expect("mapped").uptodate(tx.file_off, n) {
+                        Ok(r) => r,
+                        Err(_) => {
+                            self.abort(slot);
+                            return true;
+                        }
+                    }
+                }
+            };
+            if ready == 0 {
+                return false;
+            }
+            if tx.head_sent < tx.resp.head.len() {
+                // The head goes first by a direct send (MSG_MORE: it joins
+                // the file bytes in one segment), saving a ring round trip;
+                // if the socket is full, by the ring, which waits for space
+                // (and then the response's pump comes back here).
+                match epoll::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                    Ok(k) => tx.head_sent += k,
+                    Err(Stop::Full) => {}
+                    Err(Stop::Fail) => {
+                        self.abort(slot);
+                        return true;
+                    }
+                }
+                if tx.head_sent < tx.resp.head.len() {
+                    let h = &tx.resp.head[tx.head_sent..];
+                    let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+                        .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
+                        .build();
+                    self.push_conn(slot, Op::Send, sqe);
+                    return true;
+                }
+            }
+            let mut off = tx.file_off;
+            match epoll::sendfile(fd, file, &mut off, ready) {
+                Ok(0) => {
+                    // The file shrank under us (see on_read).
+                    truncated();
+                    self.abort(slot);
+                    return true;
+                }
+                Ok(r) => {
+                    let r = r as u64;
+                    tx.file_off += r;
+                    tx.file_left -= r;
+                    tx.body_sent += r;
+                    c.deadline = progress;
+                    if tx.file_left == 0 {
+                        self.finish_tx(slot);
+                        return true;
+                    }
+                    if r < ready {
+                        // The socket buffer is full: wait until it drains.
+                        self.push_conn(
+                            slot,
+                            Op::PollOut,
+                            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                        );
+                        return true;
+                    }
+                }
+                Err(libc::EAGAIN) => {
+                    self.push_conn(
+                        slot,
+                        Op::PollOut,
+                        opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                    );
+                    return true;
+                }
+                Err(_) => {
+                    self.abort(slot);
+                    return true;
+                }
+            }
+        }
     }
 
     pub(super) fn on_send(&mut self, slot: u32, res: i32) {
