@@ -227,7 +227,7 @@ impl Worker {
             // connection-per-fetch client then leaves no receive armed
             // while its response is sent, so its close needs no cancel
             // and its FIN wakes nothing (5 µs a connection in the
-            // profile, docs/benchmarks.md "hot").
+            // profile; docs/decisions.md, "Hot path").
             opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), RECV_BUF_SIZE as u32)
                 .buf_group(BGID)
                 .build()
@@ -494,7 +494,7 @@ impl Worker {
         } else {
             // The scan visits every slot; with 10,000 idle keep-alive
             // connections, doing it every tick cost about 2.5% of the
-            // worker's CPU per request (docs/benchmarks.md "idle"). Skipping
+            // worker's CPU per request (docs/decisions.md, "Idle connections"). Skipping
             // it is sound because every deadline is set to the loop's time
             // plus one of the timeouts in `backend::min_timeout`, so none set since
             // the last scan falls before `next_scan`.
