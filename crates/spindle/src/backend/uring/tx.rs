@@ -16,6 +16,16 @@ use crate::backend::{truncated, unix_now};
 use crate::fs;
 use crate::net;
 
+/// Most bytes one `sendfile(2)` call is asked for, whatever the chunk size
+/// (lighttpd also sends 256 KiB at a time). With [`SENDFILE_TURN`] it bounds
+/// the work one response does between two looks at the other completions.
+pub const SENDFILE_CALL: u64 = 256 * 1024;
+
+/// Most bytes one response sends by `sendfile` in one turn of the loop
+/// before it lets the others go first (a socket that keeps draining would
+/// otherwise hold the worker for a whole large file).
+pub const SENDFILE_TURN: u64 = 1024 * 1024;
+
 /// What vouches that a range is in the page cache before `sendfile` runs
 /// over it (see [`Worker::send_ready`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,8 +241,20 @@ impl Worker {
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("response in progress");
+        let mut turn = 0u64;
         loop {
-            let n = chunk.min(tx.file_left);
+            if turn >= SENDFILE_TURN {
+                // Fairness: this connection has had its share of the loop's
+                // turn. A POLLOUT wait on a writable socket completes in the
+                // next batch, after the other completions of this one.
+                self.push_conn(
+                    slot,
+                    Op::PollOut,
+                    opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
+                );
+                return true;
+            }
+            let n = chunk.min(tx.file_left).min(SENDFILE_CALL);
             debug_assert!(n > 0, "send_ready with nothing left to send");
             let ready = match probe {
                 Probe::Cachestat => {
@@ -290,6 +312,7 @@ impl Worker {
                     tx.file_off += r;
                     tx.file_left -= r;
                     tx.body_sent += r;
+                    turn += r;
                     c.deadline = progress;
                     if tx.file_left == 0 {
                         self.finish_tx(slot);
