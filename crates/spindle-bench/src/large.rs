@@ -8,14 +8,14 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use crate::cold::{cold_run, parse_bytes, DiskProbe};
 use crate::common::{self, CommonArgs, End, Load, Machine, Progress};
 use crate::data::{self, SetKind};
 use crate::report::{col, Column, Report};
-use crate::servers::{Running, Server};
+use crate::servers::{self, Running, Server};
 use crate::sys;
 
 pub const CONCURRENCY: [u64; 4] = [1, 2, 5, 10];
@@ -53,10 +53,31 @@ pub struct LargeArgs {
     /// server the same disk: see docs/benchmarks.md)
     #[arg(long)]
     pub no_warm: bool,
+    /// Skip the fio rows (the disk's own rate, the limit every row is a fraction of).
+    #[arg(long)]
+    pub no_fio: bool,
+    /// Skip the hot rows (the 700 MB file already in the page cache, 1 and 10 clients).
+    #[arg(long)]
+    pub no_hot: bool,
 }
 
-pub const COLUMNS: [Column; 9] = [
+/// Clients of the hot rows: the 700 MB file already in the page cache.
+pub const HOT_CONCURRENCY: [u64; 2] = [1, 10];
+
+/// fio's reads in flight per job on the 700 MB file: 8 × 1 MiB, the window the
+/// kernel's readahead keeps on this machine's disk (`read_ahead_kb` 8192).
+pub const FIO_SEQ_DEPTH: u32 = 8;
+
+/// One contender of a round: a server with its flags, or fio.
+#[derive(Clone)]
+enum Contender {
+    Server(Server, Vec<String>),
+    Fio,
+}
+
+pub const COLUMNS: [Column; 10] = [
     col("mb_per_sec", "MB/s", 1),
+    col("server_cpu_s_per_gb", "server CPU s/GB", 3),
     col("fetches", "fetches", 0),
     col("cpu_user", "%user", 1),
     col("cpu_system", "%system", 1),
@@ -113,7 +134,8 @@ pub fn run(a: LargeArgs) -> Result<()> {
     );
     report.primary = "mb_per_sec".into();
     report.notes = notes;
-    report.notes.push("cold: caches dropped before every run, server in the memory cgroup; %idle etc. are the whole machine's (/proc/stat)".into());
+    report.notes.push("cold: caches dropped before every run, server in the memory cgroup; %idle etc. are the whole machine's (/proc/stat); the order of the contenders rotates from round to round (and from one concurrency to the next), and each run draws its URLs from a fresh seed".into());
+    report.notes.push("hot rows: the 700 MB file read once by the harness (outside the server's cgroup, so the cgroup cannot evict it) before each concurrency's servers, and not dropped; server CPU s/GB is the server's CPU (all threads) over the bytes it sent".into());
     // Rows of the sweep: each spindle server at each chunk size, each peer once.
     let mut rows: Vec<(Server, String, Vec<String>)> = Vec::new();
     for (s, _) in &servers {
@@ -153,7 +175,6 @@ pub fn run(a: LargeArgs) -> Result<()> {
             report.notes.push(crate::cold::warm(&huge));
         }
     }
-    let progress = Progress::new((per_round as u64) * c.rounds() as u64, "large");
     let work = common::workdir(&c.out, "large")?;
     let probe = DiskProbe::Real(sys::block_device_of(&large.dir));
     let group_chunks = format!(
@@ -161,23 +182,73 @@ pub fn run(a: LargeArgs) -> Result<()> {
         large.files.len(),
         a.parallel
     );
+    let do_fio = !a.no_fio && servers::which("fio").is_some();
+    if !a.no_fio && !do_fio {
+        report
+            .notes
+            .push("fio rows skipped: fio is not installed".into());
+    }
+    let fio_groups = if do_fio && do_chunks {
+        Some(crate::cold::fio_groups(
+            &large,
+            servers::server_nofile() as usize,
+        )?)
+    } else {
+        None
+    };
+    let mut chunk_contenders: Vec<(String, Contender)> = rows
+        .iter()
+        .map(|(s, label, flags)| (label.clone(), Contender::Server(s.clone(), flags.clone())))
+        .collect();
+    let mut siege_contenders: Vec<(String, Contender)> = servers
+        .iter()
+        .map(|(s, _)| (s.name(), Contender::Server(s.clone(), Vec::new())))
+        .collect();
+    if do_fio {
+        chunk_contenders.push(("fio".into(), Contender::Fio));
+        siege_contenders.push(("fio".into(), Contender::Fio));
+        report.reference = Some("fio".into());
+        report.notes.push(format!(
+            "fio rows, the disk's own rate in the same rounds: on the 10 MB set, random whole-file reads (1 MiB O_DIRECT reads, each file read through before the next is drawn), as many jobs as fetches in flight (`fio` = {} jobs, `fio QD 1` = one); on the 700 MB file, N jobs each reading the whole file sequentially in 1 MiB O_DIRECT reads, {} in flight per job (the kernel's readahead window here); caches dropped first. A server that shares cached pages among its clients can pass the fio row at concurrency above 1",
+            a.parallel, FIO_SEQ_DEPTH
+        ));
+    }
+    report.vs_best_peer = true;
+    let n_hot = if a.no_hot || !do_siege {
+        0
+    } else {
+        HOT_CONCURRENCY.len() * servers.len()
+    };
+    let progress = Progress::new(
+        (per_round as u64 + n_hot as u64 + if do_fio { 6 } else { 0 }) * c.rounds() as u64,
+        "large",
+    );
     for round in 0..c.rounds() {
+        let r = round as usize;
         if do_chunks {
-            for (server, label, flags) in &rows {
+            for (label, who) in rotated(&chunk_contenders, r) {
                 progress.start(format!("round {} {label}", round + 1));
-                let r = one(
-                    server,
-                    &large.dir,
-                    &large.files,
-                    &cgroup,
-                    c.workers,
-                    flags,
-                    a.parallel,
-                    End::Seconds(seconds),
-                    &probe,
-                    &work,
-                );
-                let line = match &r {
+                let res = match who {
+                    Contender::Server(server, flags) => one(
+                        server,
+                        &large.dir,
+                        &large.files,
+                        &cgroup,
+                        c.workers,
+                        flags,
+                        a.parallel,
+                        End::Seconds(seconds),
+                        &probe,
+                        &work,
+                    ),
+                    Contender::Fio => {
+                        let g = fio_groups.as_ref().expect("fio groups");
+                        let qd1 = fio_whole_files(g, large.file_size, 1, seconds, &work);
+                        report.add(&group_chunks, "fio QD 1", qd1);
+                        fio_whole_files(g, large.file_size, a.parallel as u32, seconds, &work)
+                    }
+                };
+                let line = match &res {
                     Ok(m) => format!(
                         "round {} {label:<40} {:>8.1} MB/s {:>5.1}% idle",
                         round + 1,
@@ -186,7 +257,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     ),
                     Err(e) => format!("round {} {label}: {e:#}", round + 1),
                 };
-                report.add(&group_chunks, label, r);
+                report.add(&group_chunks, label, res);
                 progress.done(line);
             }
         }
@@ -196,22 +267,26 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     "700 MB file ({:.0} MB), concurrency {conc}",
                     huge.file_size as f64 / 1e6
                 );
-                for (server, _) in &servers {
-                    let label = server.name();
+                for (label, who) in rotated(&siege_contenders, r + conc as usize) {
                     progress.start(format!("round {} {group} {label}", round + 1));
-                    let r = one(
-                        server,
-                        &huge.dir,
-                        &huge.files,
-                        &cgroup,
-                        c.workers,
-                        &[],
-                        conc,
-                        End::Fetches(conc),
-                        &probe,
-                        &work,
-                    );
-                    let line = match &r {
+                    let res = match who {
+                        Contender::Server(server, _) => one(
+                            server,
+                            &huge.dir,
+                            &huge.files,
+                            &cgroup,
+                            c.workers,
+                            &[],
+                            conc,
+                            End::Fetches(conc),
+                            &probe,
+                            &work,
+                        ),
+                        Contender::Fio => {
+                            fio_sequential(&huge.dir.join(&huge.files[0]), conc as u32, &work)
+                        }
+                    };
+                    let line = match &res {
                         Ok(m) => format!(
                             "round {} siege c={conc:<3} {label:<28} {:>8.1} MB/s {:>5.1}% idle",
                             round + 1,
@@ -220,7 +295,36 @@ pub fn run(a: LargeArgs) -> Result<()> {
                         ),
                         Err(e) => format!("round {} {group} {label}: {e:#}", round + 1),
                     };
-                    report.add(&group, &label, r);
+                    report.add(&group, label, res);
+                    progress.done(line);
+                }
+            }
+        }
+        if n_hot > 0 {
+            for conc in HOT_CONCURRENCY {
+                let group = format!(
+                    "700 MB file ({:.0} MB), cached, concurrency {conc}",
+                    huge.file_size as f64 / 1e6
+                );
+                for (i, (server, _)) in rotated(&servers, r + conc as usize).enumerate() {
+                    let label = server.name();
+                    progress.start(format!("round {} {group} {label}", round + 1));
+                    // Read by this process, outside the server's cgroup: the pages
+                    // are not charged to it, so the cgroup cannot evict them.
+                    if i == 0 {
+                        sys::read_whole(&huge.dir.join(&huge.files[0]))?;
+                    }
+                    let res = one_hot(server, &huge, &cgroup, c.workers, conc, &probe, &work);
+                    let line = match &res {
+                        Ok(m) => format!(
+                            "round {} hot c={conc:<3} {label:<28} {:>8.1} MB/s {:>6.3} CPU s/GB",
+                            round + 1,
+                            m.get("mb_per_sec").unwrap_or(&0.0),
+                            m.get("server_cpu_s_per_gb").unwrap_or(&0.0)
+                        ),
+                        Err(e) => format!("round {} {group} {label}: {e:#}", round + 1),
+                    };
+                    report.add(&group, &label, res);
                     progress.done(line);
                 }
             }
@@ -267,5 +371,146 @@ fn one(
     };
     let r = cold_run(&running, &load, probe, work, true);
     running.stop()?;
-    r
+    r.map(with_cpu_per_gb)
+}
+
+/// Adds the server's CPU seconds per GB sent.
+fn with_cpu_per_gb(
+    mut m: std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    if let (Some(cpu), Some(mb), Some(secs)) = (
+        m.get("server_cpu_s").copied(),
+        m.get("mb_per_sec").copied(),
+        m.get("seconds").copied(),
+    ) {
+        let gb = mb * secs / 1e3;
+        if gb > 0.0 {
+            m.insert("server_cpu_s_per_gb".into(), cpu / gb);
+        }
+    }
+    m
+}
+
+/// `items` starting at `round % len`: each round a different contender goes
+/// first, so that none always meets the disk (or the machine) right after the
+/// same other one.
+fn rotated<T>(items: &[T], round: usize) -> impl Iterator<Item = &T> {
+    let k = if items.is_empty() {
+        0
+    } else {
+        round % items.len()
+    };
+    items[k..].iter().chain(items[..k].iter())
+}
+
+/// One hot run: the file is in the page cache already; each of `conc` clients
+/// fetches it once.
+fn one_hot(
+    server: &Server,
+    huge: &data::DataSet,
+    cgroup: &sys::MemCgroup,
+    workers: u32,
+    conc: u64,
+    probe: &DiskProbe,
+    work: &Path,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    let mut setup = common::setup(&huge.dir, workers);
+    setup.cgroup_procs = Some(cgroup.procs.clone());
+    let mut running = Running::start(server, &setup)?;
+    let urls = work.join("urls");
+    common::write_urls(&urls, running.port, &huge.files)?;
+    let load = Load {
+        urls,
+        parallel: conc,
+        end: End::Fetches(conc),
+        keepalive: false,
+        idle: 0,
+        timeout_secs: 300,
+    };
+    let r = cold_run(&running, &load, probe, work, false);
+    running.stop()?;
+    r.map(with_cpu_per_gb)
+}
+
+/// Runs one fio job file; returns MB/s (all jobs together).
+fn run_fio(job: &str, work: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
+    let jobfile = work.join("fio-large.job");
+    std::fs::write(&jobfile, job)?;
+    let t0 = std::time::Instant::now();
+    let cpu0 = sys::CpuTimes::read();
+    let out = std::process::Command::new(servers::which("fio").context("fio is not installed")?)
+        .arg("--readonly")
+        .arg("--output-format=json")
+        .arg(&jobfile)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running fio")?;
+    let cpu1 = sys::CpuTimes::read();
+    if !out.status.success() {
+        bail!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text.find('{').context("fio printed no JSON")?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text[start..]).context("parsing fio's JSON")?;
+    let bw = v
+        .pointer("/jobs/0/read/bw_bytes")
+        .and_then(serde_json::Value::as_f64)
+        .context("fio JSON without jobs[0].read.bw_bytes")?;
+    let mut m = std::collections::BTreeMap::new();
+    m.insert("mb_per_sec".into(), bw / 1e6);
+    let [u, s, w, i] = cpu1.percent_since(&cpu0);
+    m.insert("cpu_user".into(), u);
+    m.insert("cpu_system".into(), s);
+    m.insert("cpu_iowait".into(), w);
+    m.insert("cpu_idle".into(), i);
+    let _ = t0;
+    Ok(m)
+}
+
+/// fio on the 700 MB file: `jobs` jobs, each reading all of it in 1 MiB O_DIRECT
+/// reads, [`FIO_SEQ_DEPTH`] in flight per job, caches dropped first.
+fn fio_sequential(
+    file: &Path,
+    jobs: u32,
+    work: &Path,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    sys::drop_caches()?;
+    run_fio(
+        &format!(
+            "[global]\nrw=read\nbs=1m\ndirect=1\nioengine=libaio\niodepth={FIO_SEQ_DEPTH}\n\
+             group_reporting\nfilename={}\n[seq]\nnumjobs={jobs}\n",
+            file.display()
+        ),
+        work,
+    )
+}
+
+/// fio on the 10 MB set: `depth` jobs of one read each in flight, each drawing a
+/// random file of its share (see `cold::fio_groups`) and reading it through in
+/// 1 MiB O_DIRECT reads before drawing the next, for `seconds`.
+fn fio_whole_files(
+    groups: &[std::path::PathBuf],
+    file_size: u64,
+    depth: u32,
+    seconds: f64,
+    work: &Path,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    sys::drop_caches()?;
+    let per_file = file_size.div_ceil(1 << 20).max(1);
+    let mut job = format!(
+        "[global]\nrw=read\nbs=1m\ndirect=1\nioengine=psync\nfile_service_type=random:{per_file}\n\
+         group_reporting\ntime_based\nruntime={}ms\n",
+        (seconds * 1000.0) as u64
+    );
+    for k in 0..depth.max(1) as usize {
+        job += &format!("[g{k}]\nopendir={}\n", groups[k % groups.len()].display());
+    }
+    run_fio(&job, work)
 }

@@ -44,6 +44,12 @@ pub struct Report {
     pub machine: Machine,
     pub params: Value,
     pub baseline: String,
+    /// A row present in every group (e.g. "fio") that each row is also
+    /// given as a fraction of, in a column of its own.
+    pub reference: Option<String>,
+    /// Also give each row as a fraction of the best peer in its group: the
+    /// best row whose name is not spindle's and not the reference.
+    pub vs_best_peer: bool,
     pub primary: String,
     pub notes: Vec<String>,
     pub series: Vec<Series>,
@@ -62,6 +68,8 @@ impl Report {
             machine,
             params,
             baseline: String::new(),
+            reference: None,
+            vs_best_peer: false,
             primary: String::new(),
             notes: Vec::new(),
             series: Vec::new(),
@@ -119,6 +127,18 @@ impl Report {
             .and_then(|s| s.medians.get(key).copied())
     }
 
+    /// The best median of `key` in `group` among the peers: rows that are
+    /// not spindle's and not the reference.
+    pub fn best_peer(&self, group: &str, key: &str) -> Option<f64> {
+        self.series
+            .iter()
+            .filter(|s| s.group == group && !s.server.starts_with("spindle"))
+            .filter(|s| self.reference.as_deref() != Some(s.server.as_str()))
+            .filter(|s| !s.server.starts_with("fio"))
+            .filter_map(|s| s.medians.get(key).copied())
+            .max_by(|a, b| a.total_cmp(b))
+    }
+
     /// The Markdown report: machine, notes, then one table per group.
     pub fn markdown(&self, columns: &[Column], higher_is_better: bool) -> String {
         let m = &self.machine;
@@ -170,10 +190,20 @@ impl Report {
                 "| server | {} median (min–max) | vs {} |",
                 primary.label, self.baseline
             ));
+            if let Some(r) = &self.reference {
+                o.push_str(&format!(" vs {r} |"));
+            }
+            if self.vs_best_peer {
+                o.push_str(" vs best peer |");
+            }
             for c in columns.iter().filter(|c| c.key != primary.key) {
                 o.push_str(&format!(" {} |", c.label));
             }
             o.push_str("\n|---|---:|---:|");
+            let extra = usize::from(self.reference.is_some()) + usize::from(self.vs_best_peer);
+            for _ in 0..extra {
+                o.push_str("---:|");
+            }
             for _ in columns.iter().filter(|c| c.key != primary.key) {
                 o.push_str("---:|");
             }
@@ -194,6 +224,16 @@ impl Report {
                     _ => "–".into(),
                 };
                 o.push_str(&format!("| {} | {p} | {ratio} |", s.server));
+                let frac = |b: Option<f64>| match (s.medians.get(primary.key), b) {
+                    (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
+                    _ => "–".into(),
+                };
+                if let Some(r) = &self.reference {
+                    o.push_str(&format!(" {} |", frac(self.median(&g, r, primary.key))));
+                }
+                if self.vs_best_peer {
+                    o.push_str(&format!(" {} |", frac(self.best_peer(&g, primary.key))));
+                }
                 for c in columns.iter().filter(|c| c.key != primary.key) {
                     let v = s
                         .medians

@@ -188,6 +188,13 @@ pub fn disk_counters(name: &str) -> Option<DiskCounters> {
 }
 
 /// `sync; echo 3 > /proc/sys/vm/drop_caches`.
+/// Reads a file once through the page cache (to make it hot).
+pub fn read_whole(path: &Path) -> Result<u64> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    std::io::copy(&mut f, &mut std::io::sink())
+        .with_context(|| format!("reading {}", path.display()))
+}
+
 pub fn drop_caches() -> Result<()> {
     // SAFETY: sync(2) takes no arguments.
     unsafe { libc::sync() };
