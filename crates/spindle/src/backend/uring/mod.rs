@@ -146,9 +146,10 @@ struct Tx {
     await_ahead: bool,
     /// Queued in `pool_waiters` for a chunk buffer.
     waiting: bool,
-    /// After a miss (`missed`), not direct: a mapping of the file that
-    /// is never touched, for `mincore`, which tells which pages the
-    /// kernel's readahead has filled. Those go by `sendfile` (no copy,
+    /// A body of several chunks, or any large body after a miss (not
+    /// direct): a mapping of the file that is never touched, for
+    /// `mincore`, which tells which pages are filled (readahead inserts
+    /// pages before their data arrives). Those go by `sendfile` (no copy,
     /// cannot wait); for the next page that is not filled yet, a one-page
     /// `READ` waits in the ring (`Op::PageWait`). The miss's own chunk is
     /// `READ` whole: its size sets the size of the first readahead window.

@@ -50,6 +50,21 @@ fn warn_unmappable(e: &std::io::Error) {
     }
 }
 
+/// Gives the response its mapping for `mincore` (see `Tx::map`) if it has
+/// none yet; `false` when the file cannot be mapped (then never again).
+fn map_file(tx: &mut Tx, file: std::os::fd::RawFd) -> bool {
+    if tx.map.is_none() && !tx.unmappable {
+        match fs::FileMap::new(file, tx.file_off + tx.file_left) {
+            Ok(m) => tx.map = Some(m),
+            Err(e) => {
+                warn_unmappable(&e);
+                tx.unmappable = true;
+            }
+        }
+    }
+    tx.map.is_some()
+}
+
 impl Worker {
     // ----- transmitting -------------------------------------------------
 
@@ -136,7 +151,18 @@ impl Worker {
         //    response holding a buffer: both come only from a READ.
         debug_assert!(tx.missed || (!tx.direct && tx.buf.is_none()));
         if !tx.small && !tx.missed {
-            if self.send_ready(slot, Probe::Cachestat) {
+            // A body of several chunks is probed with mincore from the
+            // start: cachestat would also pass pages that another response's
+            // readahead has inserted and not yet filled (two clients on one
+            // cold file). One chunk or less keeps the cheaper cachestat (no
+            // mapping per response on the hot 100 KiB path).
+            let file = c.file.as_ref().expect("file for body").as_raw_fd();
+            let probe = if tx.file_left > chunk as u64 && map_file(tx, file) {
+                Probe::Uptodate
+            } else {
+                Probe::Cachestat
+            };
+            if self.send_ready(slot, probe) {
                 return;
             }
         } else if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() && !tx.unmappable {
@@ -146,16 +172,7 @@ impl Worker {
             //     ring for the rest with a one-page READ (no copy of the
             //     chunk; see Tx::map).
             let file = c.file.as_ref().expect("file for body").as_raw_fd();
-            if tx.map.is_none() {
-                match fs::FileMap::new(file, tx.file_off + tx.file_left) {
-                    Ok(m) => tx.map = Some(m),
-                    Err(e) => {
-                        warn_unmappable(&e);
-                        tx.unmappable = true;
-                    }
-                }
-            }
-            if tx.map.is_some() {
+            if map_file(tx, file) {
                 // The buffer of the chunk that missed is drained (step 2).
                 if let Some(b) = tx.buf.take() {
                     self.give_pool_buf(b);
