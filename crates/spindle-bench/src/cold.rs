@@ -586,7 +586,7 @@ pub fn run(a: ColdArgs) -> Result<()> {
                 }
             }
         }
-        for (server, _) in &servers {
+        for (server, _) in common::rotated(&servers, round as usize) {
             for &keepalive in &modes {
                 let group = if keepalive {
                     "keep-alive"

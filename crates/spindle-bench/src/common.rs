@@ -386,3 +386,28 @@ pub fn workdir(out: &Path, name: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     Ok(d)
 }
+
+/// `items` starting at `round % len`: each round a different contender goes
+/// first, so that none always meets the disk (or the machine) right after the
+/// same other one.
+pub fn rotated<T>(items: &[T], round: usize) -> impl Iterator<Item = &T> {
+    let k = if items.is_empty() {
+        0
+    } else {
+        round % items.len()
+    };
+    items[k..].iter().chain(items[..k].iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotated;
+
+    #[test]
+    fn rotation_starts_one_later_each_round() {
+        let v = [1, 2, 3];
+        let got: Vec<Vec<i32>> = (0..4).map(|r| rotated(&v, r).copied().collect()).collect();
+        assert_eq!(got, [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3]]);
+        assert_eq!(rotated::<i32>(&[], 5).count(), 0);
+    }
+}

@@ -109,7 +109,7 @@ pub fn run(a: HotArgs) -> Result<()> {
     let total = c.rounds() as u64 * servers.len() as u64 * 4;
     let progress = Progress::new(total, "hot");
     for round in 0..c.rounds() {
-        for (server, _) in &servers {
+        for (server, _) in common::rotated(&servers, round as usize) {
             let name = server.name();
             let setup = common::setup(&c.data, c.workers);
             let mut running = match Running::start(server, &setup) {

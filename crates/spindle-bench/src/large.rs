@@ -75,9 +75,11 @@ enum Contender {
     Fio,
 }
 
-pub const COLUMNS: [Column; 10] = [
+pub const COLUMNS: [Column; 12] = [
     col("mb_per_sec", "MB/s", 1),
     col("server_cpu_s_per_gb", "server CPU s/GB", 3),
+    col("small_p99_ms", "small file p99 ms", 1),
+    col("small_max_ms", "small file max ms", 1),
     col("fetches", "fetches", 0),
     col("cpu_user", "%user", 1),
     col("cpu_system", "%system", 1),
@@ -135,6 +137,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
     report.primary = "mb_per_sec".into();
     report.notes = notes;
     report.notes.push("cold: caches dropped before every run, server in the memory cgroup; %idle etc. are the whole machine's (/proc/stat); the order of the contenders rotates from round to round (and from one concurrency to the next), and each run draws its URLs from a fresh seed".into());
+    report.notes.push(format!("small file p99/max: during the {PROBE_AT}-client runs, one more keep-alive connection fetches a 16 KiB cached file back to back for 1 s (starting 0.1 s in), on the same server; its latency says whether a worker busy with large downloads still answers at once"));
     report.notes.push("hot rows: the 700 MB file read once by the harness (outside the server's cgroup, so the cgroup cannot evict it) before each concurrency's servers, and not dropped; server CPU s/GB is the server's CPU (all threads) over the bytes it sent".into());
     // Rows of the sweep: each spindle server at each chunk size, each peer once.
     let mut rows: Vec<(Server, String, Vec<String>)> = Vec::new();
@@ -226,7 +229,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
     for round in 0..c.rounds() {
         let r = round as usize;
         if do_chunks {
-            for (label, who) in rotated(&chunk_contenders, r) {
+            for (label, who) in common::rotated(&chunk_contenders, r) {
                 progress.start(format!("round {} {label}", round + 1));
                 let res = match who {
                     Contender::Server(server, flags) => one(
@@ -267,7 +270,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     "700 MB file ({:.0} MB), concurrency {conc}",
                     huge.file_size as f64 / 1e6
                 );
-                for (label, who) in rotated(&siege_contenders, r + conc as usize) {
+                for (label, who) in common::rotated(&siege_contenders, r + conc as usize) {
                     progress.start(format!("round {} {group} {label}", round + 1));
                     let res = match who {
                         Contender::Server(server, _) => one(
@@ -306,7 +309,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     "700 MB file ({:.0} MB), cached, concurrency {conc}",
                     huge.file_size as f64 / 1e6
                 );
-                for (i, (server, _)) in rotated(&servers, r + conc as usize).enumerate() {
+                for (i, (server, _)) in common::rotated(&servers, r + conc as usize).enumerate() {
                     let label = server.name();
                     progress.start(format!("round {} {group} {label}", round + 1));
                     // Read by this process, outside the server's cgroup: the pages
@@ -369,9 +372,72 @@ fn one(
         idle: 0,
         timeout_secs: 300,
     };
-    let r = cold_run(&running, &load, probe, work, true);
+    let small = matches!(end, End::Fetches(_)) && parallel == PROBE_AT;
+    let r = with_small_probe(small, root, running.port, work, || {
+        cold_run(&running, &load, probe, work, true)
+    });
     running.stop()?;
     r.map(with_cpu_per_gb)
+}
+
+/// Clients of the large downloads during which a small cached file's latency
+/// is probed.
+pub const PROBE_AT: u64 = 10;
+
+/// The small file the probe fetches (written beside the 700 MB file).
+const PROBE_FILE: &str = "small-probe.bin";
+const PROBE_BYTES: usize = 16 * 1024;
+
+/// Runs `f` (the large downloads) while one keep-alive connection fetches a
+/// small cached file back to back for the first second, and adds that
+/// probe's p99 and maximum latency (ms) to `f`'s sample: whether a worker
+/// busy with large downloads still answers its other clients at once.
+fn with_small_probe(
+    on: bool,
+    root: &Path,
+    port: u16,
+    work: &Path,
+    f: impl FnOnce() -> Result<std::collections::BTreeMap<String, f64>>,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    if !on {
+        return f();
+    }
+    let path = root.join(PROBE_FILE);
+    if std::fs::metadata(&path).map(|m| m.len() as usize).ok() != Some(PROBE_BYTES) {
+        std::fs::write(&path, vec![b'x'; PROBE_BYTES])?;
+    }
+    sys::read_whole(&path)?;
+    let urls = work.join("urls-probe");
+    common::write_urls(&urls, port, &[PROBE_FILE.to_string()])?;
+    let load = Load {
+        urls,
+        parallel: 1,
+        end: End::Seconds(1.0),
+        keepalive: true,
+        idle: 0,
+        timeout_secs: 30,
+    };
+    let pwork = work.to_path_buf();
+    let h = std::thread::spawn(move || {
+        // Let the downloads start first.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        common::run_load(&load, &pwork, "probe")
+    });
+    let r = f();
+    let p = h
+        .join()
+        .map_err(|_| anyhow::anyhow!("the probe thread panicked"))?;
+    let mut m = r?;
+    if let Ok(v) = p {
+        let pm = common::load_metrics(&v);
+        if let Some(x) = pm.get("fetch_ms_p99") {
+            m.insert("small_p99_ms".into(), *x);
+        }
+        if let Some(x) = pm.get("fetch_ms_max") {
+            m.insert("small_max_ms".into(), *x);
+        }
+    }
+    Ok(m)
 }
 
 /// Adds the server's CPU seconds per GB sent.
@@ -389,18 +455,6 @@ fn with_cpu_per_gb(
         }
     }
     m
-}
-
-/// `items` starting at `round % len`: each round a different contender goes
-/// first, so that none always meets the disk (or the machine) right after the
-/// same other one.
-fn rotated<T>(items: &[T], round: usize) -> impl Iterator<Item = &T> {
-    let k = if items.is_empty() {
-        0
-    } else {
-        round % items.len()
-    };
-    items[k..].iter().chain(items[..k].iter())
 }
 
 /// One hot run: the file is in the page cache already; each of `conc` clients
@@ -427,7 +481,9 @@ fn one_hot(
         idle: 0,
         timeout_secs: 300,
     };
-    let r = cold_run(&running, &load, probe, work, false);
+    let r = with_small_probe(conc == PROBE_AT, &huge.dir, running.port, work, || {
+        cold_run(&running, &load, probe, work, false)
+    });
     running.stop()?;
     r.map(with_cpu_per_gb)
 }
