@@ -59,6 +59,10 @@ pub struct LargeArgs {
     /// Skip the hot rows (the 700 MB file already in the page cache, 1 and 10 clients).
     #[arg(long)]
     pub no_hot: bool,
+    /// An extra flag for every spindle server (repeatable), for A/B runs, e.g.
+    /// `--spindle-flag=--first-miss=cache`; committed reports use the defaults.
+    #[arg(long = "spindle-flag", allow_hyphen_values = true)]
+    pub spindle_flags: Vec<String>,
 }
 
 /// Clients of the hot rows: the 700 MB file already in the page cache.
@@ -136,6 +140,12 @@ pub fn run(a: LargeArgs) -> Result<()> {
     );
     report.primary = "mb_per_sec".into();
     report.notes = notes;
+    if !a.spindle_flags.is_empty() {
+        report.notes.push(format!(
+            "spindle servers ran with {}",
+            a.spindle_flags.join(" ")
+        ));
+    }
     report.notes.push("cold: caches dropped before every run, server in the memory cgroup; %idle etc. are the whole machine's (/proc/stat); the order of the contenders rotates from round to round (and from one concurrency to the next), and each run draws its URLs from a fresh seed".into());
     report.notes.push(format!("small file p99/max: during the {PROBE_AT}-client runs, one more keep-alive connection fetches a 16 KiB cached file back to back for 1 s (starting 0.1 s in), on the same server; its latency says whether a worker busy with large downloads still answers at once"));
     report.notes.push("hot rows: the 700 MB file read once by the harness (outside the server's cgroup, so the cgroup cannot evict it) before each concurrency's servers, and not dropped; server CPU s/GB is the server's CPU (all threads) over the bytes it sent".into());
@@ -148,7 +158,11 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     rows.push((
                         s.clone(),
                         format!("{} chunk {ch}", s.name()),
-                        vec!["--chunk-size".into(), ch.clone()],
+                        [
+                            vec!["--chunk-size".into(), ch.clone()],
+                            a.spindle_flags.clone(),
+                        ]
+                        .concat(),
                     ));
                 }
             }
@@ -205,7 +219,13 @@ pub fn run(a: LargeArgs) -> Result<()> {
         .collect();
     let mut siege_contenders: Vec<(String, Contender)> = servers
         .iter()
-        .map(|(s, _)| (s.name(), Contender::Server(s.clone(), Vec::new())))
+        .map(|(s, _)| {
+            let flags = match s {
+                Server::Spindle(_) => a.spindle_flags.clone(),
+                _ => Vec::new(),
+            };
+            (s.name(), Contender::Server(s.clone(), flags))
+        })
         .collect();
     if do_fio {
         chunk_contenders.push(("fio".into(), Contender::Fio));
@@ -273,13 +293,13 @@ pub fn run(a: LargeArgs) -> Result<()> {
                 for (label, who) in common::rotated(&siege_contenders, r + conc as usize) {
                     progress.start(format!("round {} {group} {label}", round + 1));
                     let res = match who {
-                        Contender::Server(server, _) => one(
+                        Contender::Server(server, flags) => one(
                             server,
                             &huge.dir,
                             &huge.files,
                             &cgroup,
                             c.workers,
-                            &[],
+                            flags,
                             conc,
                             End::Fetches(conc),
                             &probe,
@@ -317,7 +337,16 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     if i == 0 {
                         sys::read_whole(&huge.dir.join(&huge.files[0]))?;
                     }
-                    let res = one_hot(server, &huge, &cgroup, c.workers, conc, &probe, &work);
+                    let res = one_hot(
+                        server,
+                        &huge,
+                        &cgroup,
+                        c.workers,
+                        &a.spindle_flags,
+                        conc,
+                        &probe,
+                        &work,
+                    );
                     let line = match &res {
                         Ok(m) => format!(
                             "round {} hot c={conc:<3} {label:<28} {:>8.1} MB/s {:>6.3} CPU s/GB",
@@ -459,17 +488,22 @@ fn with_cpu_per_gb(
 
 /// One hot run: the file is in the page cache already; each of `conc` clients
 /// fetches it once.
+#[allow(clippy::too_many_arguments)]
 fn one_hot(
     server: &Server,
     huge: &data::DataSet,
     cgroup: &sys::MemCgroup,
     workers: u32,
+    flags: &[String],
     conc: u64,
     probe: &DiskProbe,
     work: &Path,
 ) -> Result<std::collections::BTreeMap<String, f64>> {
     let mut setup = common::setup(&huge.dir, workers);
     setup.cgroup_procs = Some(cgroup.procs.clone());
+    if matches!(server, Server::Spindle(_)) {
+        setup.spindle_flags = flags.to_vec();
+    }
     let mut running = Running::start(server, &setup)?;
     let urls = work.join("urls");
     common::write_urls(&urls, running.port, &huge.files)?;

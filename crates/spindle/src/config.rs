@@ -67,8 +67,10 @@ impl BackendKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FirstMiss {
-    /// `cache` while the server's memory has room, `direct` once the page
-    /// cache is full (caching a file would then evict another).
+    /// `cache` while the server's memory has room; once the page cache is
+    /// full (caching a file would then evict another), `direct` for bodies
+    /// of one chunk and `cache` for longer ones, whose sequential reads gain
+    /// more from the kernel's readahead than `O_DIRECT` saves (io-uring).
     Auto,
     /// Read it with O_DIRECT: a file used once stays out of the page cache
     /// and the open-file cache; its second use (while remembered) caches it.
