@@ -263,6 +263,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
                         End::Seconds(seconds),
                         &probe,
                         &work,
+                        true,
                     ),
                     Contender::Fio => {
                         let g = fio_groups.as_ref().expect("fio groups");
@@ -304,6 +305,7 @@ pub fn run(a: LargeArgs) -> Result<()> {
                             End::Fetches(conc),
                             &probe,
                             &work,
+                            true,
                         ),
                         Contender::Fio => {
                             fio_sequential(&huge.dir.join(&huge.files[0]), conc as u32, &work)
@@ -337,15 +339,19 @@ pub fn run(a: LargeArgs) -> Result<()> {
                     if i == 0 {
                         sys::read_whole(&huge.dir.join(&huge.files[0]))?;
                     }
-                    let res = one_hot(
+                    // Not dropped: the file stays in the page cache.
+                    let res = one(
                         server,
-                        &huge,
+                        &huge.dir,
+                        &huge.files,
                         &cgroup,
                         c.workers,
                         &a.spindle_flags,
                         conc,
+                        End::Fetches(conc),
                         &probe,
                         &work,
+                        false,
                     );
                     let line = match &res {
                         Ok(m) => format!(
@@ -386,6 +392,7 @@ fn one(
     end: End,
     probe: &DiskProbe,
     work: &Path,
+    drop: bool,
 ) -> Result<std::collections::BTreeMap<String, f64>> {
     let mut setup = common::setup(root, workers);
     setup.cgroup_procs = Some(cgroup.procs.clone());
@@ -403,7 +410,7 @@ fn one(
     };
     let small = matches!(end, End::Fetches(_)) && parallel == PROBE_AT;
     let r = with_small_probe(small, root, running.port, work, || {
-        cold_run(&running, &load, probe, work, true)
+        cold_run(&running, &load, probe, work, drop)
     });
     running.stop()?;
     r.map(with_cpu_per_gb)
@@ -484,42 +491,6 @@ fn with_cpu_per_gb(
         }
     }
     m
-}
-
-/// One hot run: the file is in the page cache already; each of `conc` clients
-/// fetches it once.
-#[allow(clippy::too_many_arguments)]
-fn one_hot(
-    server: &Server,
-    huge: &data::DataSet,
-    cgroup: &sys::MemCgroup,
-    workers: u32,
-    flags: &[String],
-    conc: u64,
-    probe: &DiskProbe,
-    work: &Path,
-) -> Result<std::collections::BTreeMap<String, f64>> {
-    let mut setup = common::setup(&huge.dir, workers);
-    setup.cgroup_procs = Some(cgroup.procs.clone());
-    if matches!(server, Server::Spindle(_)) {
-        setup.spindle_flags = flags.to_vec();
-    }
-    let mut running = Running::start(server, &setup)?;
-    let urls = work.join("urls");
-    common::write_urls(&urls, running.port, &huge.files)?;
-    let load = Load {
-        urls,
-        parallel: conc,
-        end: End::Fetches(conc),
-        keepalive: false,
-        idle: 0,
-        timeout_secs: 300,
-    };
-    let r = with_small_probe(conc == PROBE_AT, &huge.dir, running.port, work, || {
-        cold_run(&running, &load, probe, work, false)
-    });
-    running.stop()?;
-    r.map(with_cpu_per_gb)
 }
 
 /// Runs one fio job file; returns MB/s (all jobs together).
