@@ -287,6 +287,12 @@ pub fn fio(
             }
         }
     }
+    run_fio_job(&job, work)
+}
+
+/// Runs one fio job file (written to `work`); returns (IOPS, MB/s) of all its jobs
+/// together (`group_reporting`: jobs[0] sums every job).
+pub fn run_fio_job(job: &str, work: &Path) -> Result<(f64, f64)> {
     let jobfile = work.join("fio.job");
     std::fs::write(&jobfile, job).context("writing the fio job file")?;
     let out = Command::new(servers::which("fio").context("fio is not installed")?)
@@ -312,7 +318,6 @@ pub fn fio(
     let text = String::from_utf8_lossy(&out.stdout);
     let start = text.find('{').context("fio printed no JSON")?;
     let v: Value = serde_json::from_str(&text[start..]).context("parsing fio's JSON")?;
-    // group_reporting: jobs[0] sums every job.
     let r = v
         .pointer("/jobs/0/read")
         .context("fio JSON without jobs[0].read")?;

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::json;
 
 use crate::cold::{cold_run, parse_bytes, DiskProbe};
@@ -493,45 +493,19 @@ fn with_cpu_per_gb(
     m
 }
 
-/// Runs one fio job file; returns MB/s (all jobs together).
+/// Runs one fio job file (`cold::run_fio_job`); its MB/s and the machine's CPU
+/// shares while it ran, as a sample.
 fn run_fio(job: &str, work: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
-    let jobfile = work.join("fio-large.job");
-    std::fs::write(&jobfile, job)?;
-    let t0 = std::time::Instant::now();
     let cpu0 = sys::CpuTimes::read();
-    let out = std::process::Command::new(servers::which("fio").context("fio is not installed")?)
-        .arg("--readonly")
-        .arg("--output-format=json")
-        .arg(&jobfile)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .context("running fio")?;
+    let (_, mb) = crate::cold::run_fio_job(job, work)?;
     let cpu1 = sys::CpuTimes::read();
-    if !out.status.success() {
-        bail!(
-            "fio failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .next()
-                .unwrap_or("")
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let start = text.find('{').context("fio printed no JSON")?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text[start..]).context("parsing fio's JSON")?;
-    let bw = v
-        .pointer("/jobs/0/read/bw_bytes")
-        .and_then(serde_json::Value::as_f64)
-        .context("fio JSON without jobs[0].read.bw_bytes")?;
     let mut m = std::collections::BTreeMap::new();
-    m.insert("mb_per_sec".into(), bw / 1e6);
+    m.insert("mb_per_sec".into(), mb);
     let [u, s, w, i] = cpu1.percent_since(&cpu0);
     m.insert("cpu_user".into(), u);
     m.insert("cpu_system".into(), s);
     m.insert("cpu_iowait".into(), w);
     m.insert("cpu_idle".into(), i);
-    let _ = t0;
     Ok(m)
 }
 
