@@ -27,19 +27,6 @@ pub const SENDFILE_CALL: u64 = 256 * 1024;
 /// otherwise hold the worker for a whole large file).
 pub const SENDFILE_TURN: u64 = 1024 * 1024;
 
-/// What vouches that a range is in the page cache before `sendfile` runs
-/// over it (see [`Worker::send_ready`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Probe {
-    /// `cachestat(2)`: every page present, the whole chunk or nothing.
-    /// Enough until the response has missed once; after that, pages under
-    /// readahead are present before they are filled.
-    Cachestat,
-    /// `mincore(2)` on the response's mapping: the prefix of the chunk
-    /// whose pages are uptodate.
-    Uptodate,
-}
-
 /// Says once per process that a file could not be mapped for `mincore`,
 /// so that large misses are read into buffers instead.
 fn warn_unmappable(e: &std::io::Error) {
@@ -159,15 +146,13 @@ impl Worker {
             // cold file). One chunk or less keeps the cheaper cachestat (no
             // mapping per response on the hot 100 KiB path).
             let file = c.file.as_ref().expect("file for body").as_raw_fd();
-            let probe = if tx.file_left > chunk as u64 && map_file(tx, file) {
-                Probe::Uptodate
-            } else {
-                Probe::Cachestat
-            };
-            if self.send_ready(slot, probe) {
+            if tx.resp.file.map_or(0, |(_, n)| n) > chunk as u64 {
+                map_file(tx, file);
+            }
+            if self.send_ready(slot) {
                 return;
             }
-        } else if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() && !tx.unmappable {
+        } else if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() {
             // 4b. After a miss, a large body read through the page cache:
             //     the kernel's readahead is fetching the next pages. Send
             //     by sendfile what mincore finds uptodate, and wait in the
@@ -179,7 +164,7 @@ impl Worker {
                 if let Some(b) = tx.buf.take() {
                     self.give_pool_buf(b);
                 }
-                if !self.send_ready(slot, Probe::Uptodate) {
+                if !self.send_ready(slot) {
                     self.wait_page(slot);
                 }
                 return;
@@ -259,11 +244,15 @@ impl Worker {
     }
 
     /// Sends the body by `sendfile` from the page cache, chunk by chunk,
-    /// for as long as `probe` vouches that the bytes are there, so that it
-    /// never waits for the disk. Returns `false` when nothing at the next
-    /// byte is ready (the caller reads or waits), `true` when the response
-    /// went on otherwise: finished, waiting for socket space, or aborted.
-    pub(super) fn send_ready(&mut self, slot: u32, probe: Probe) -> bool {
+    /// for as long as a probe vouches that the bytes are there, so that it
+    /// never waits for the disk: `mincore` on the response's mapping when it
+    /// has one (the pages that are filled, see `Tx::map`), else `cachestat`
+    /// (every page present, the whole chunk or nothing: enough for a body of
+    /// one chunk that has not missed). Returns `false` when nothing at the
+    /// next byte is ready (the caller reads or waits), `true` when the
+    /// response went on otherwise: finished, waiting for socket space, or
+    /// aborted.
+    pub(super) fn send_ready(&mut self, slot: u32) -> bool {
         let chunk = self.chunk_size as u64;
         let progress = self.now + self.ctx.cfg.send_timeout;
         let c = self.conns[slot as usize].as_mut().expect("live slot");
@@ -284,23 +273,16 @@ impl Worker {
             }
             let n = chunk.min(tx.file_left).min(SENDFILE_CALL);
             debug_assert!(n > 0, "send_ready with nothing left to send");
-            let ready = match probe {
-                Probe::Cachestat => {
-                    if fs::range_cached(file, tx.file_off, n) == Some(true) {
-                        n
-                    } else {
-                        0
+            let ready = match &tx.map {
+                Some(map) => match map.uptodate(tx.file_off, n) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        self.abort(slot);
+                        return true;
                     }
-                }
-                Probe::Uptodate => {
-                    match tx.map.as_ref().expect("mapped").uptodate(tx.file_off, n) {
-                        Ok(r) => r,
-                        Err(_) => {
-                            self.abort(slot);
-                            return true;
-                        }
-                    }
-                }
+                },
+                None if fs::range_cached(file, tx.file_off, n) == Some(true) => n,
+                None => 0,
             };
             if ready == 0 {
                 return false;
