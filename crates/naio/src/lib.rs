@@ -18,6 +18,7 @@ pub mod netns;
 mod plot;
 mod recv;
 mod send;
+mod send_aio;
 mod side;
 pub mod source;
 mod sys;
