@@ -79,6 +79,17 @@ pub enum FirstMiss {
     Cache,
 }
 
+/// How the io-uring backend sets the number of disk reads in flight on
+/// a device (see `depth.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Depth {
+    /// Measured while serving, per device, up to `--max-inflight`.
+    Adaptive,
+    /// Always `--max-inflight`.
+    Fixed,
+}
+
 impl FirstMiss {
     pub fn name(self) -> &'static str {
         match self {
@@ -107,9 +118,12 @@ pub struct Cli {
     /// Bytes per disk read, e.g. 512k or 1m [default: 512k]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub chunk_size: Option<u64>,
-    /// Disk reads in flight per worker [default: 64]
+    /// Disk reads in flight per worker: the ceiling of the adaptive depth, or the depth itself with --depth fixed [default: 64]
     #[arg(long, value_name = "N")]
     pub max_inflight: Option<u32>,
+    /// io-uring: disk reads in flight per device found by measurement while serving (adaptive), or always --max-inflight (fixed) [default: adaptive]
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub depth: Option<Depth>,
     /// I/O threads of the posix-aio backend [default: 32]
     #[arg(long, value_name = "N")]
     pub io_threads: Option<u32>,
@@ -164,6 +178,7 @@ struct FileConfig {
     backend: Option<BackendKind>,
     chunk_size: Option<SizeValue>,
     max_inflight: Option<u32>,
+    depth: Option<Depth>,
     io_threads: Option<u32>,
     access_log: Option<String>,
     keepalive_timeout: Option<f64>,
@@ -197,6 +212,7 @@ pub struct Config {
     pub backend_is_default: bool,
     pub chunk_size: u64,
     pub max_inflight: u32,
+    pub depth: Depth,
     pub io_threads: u32,
     pub access_log: Option<String>,
     pub keepalive_timeout: Duration,
@@ -350,6 +366,7 @@ impl Config {
             backend_is_default: backend_choice.is_none(),
             chunk_size,
             max_inflight,
+            depth: cli.depth.or(file.depth).unwrap_or(Depth::Adaptive),
             io_threads,
             access_log: cli.access_log.or(file.access_log),
             keepalive_timeout: secs(

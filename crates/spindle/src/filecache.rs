@@ -79,6 +79,8 @@ pub struct Hit {
     pub meta: FileMeta,
     /// The whole file, when it is small and was cached in memory.
     pub body: Option<Rc<[u8]>>,
+    /// The device the file lives on.
+    pub dev: u64,
 }
 
 struct Entry {
@@ -234,6 +236,7 @@ impl OpenFileCache {
             },
             meta: e.meta,
             body: e.body.clone(),
+            dev: e.dev,
         }))
     }
 

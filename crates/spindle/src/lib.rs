@@ -25,6 +25,7 @@ pub fn write_line(mut line: String) {
 pub mod accesslog;
 pub mod backend;
 pub mod config;
+pub mod depth;
 pub mod filecache;
 pub mod fs;
 pub mod memory;

@@ -292,7 +292,7 @@ fn config_file_with_flag_overrides() {
         std::fs::write(
             &cfg,
             format!(
-                "listen = [\"127.0.0.1:1\"]\nworkers = 1\nbackend = \"{b}\"\nchunk-size = \"64k\"\nmax-inflight = 4\naccess-log = \"{}\"\nkeepalive-timeout = 30\n",
+                "listen = [\"127.0.0.1:1\"]\nworkers = 1\nbackend = \"{b}\"\nchunk-size = \"64k\"\nmax-inflight = 4\ndepth = \"fixed\"\naccess-log = \"{}\"\nkeepalive-timeout = 30\n",
                 log.display()
             ),
         )
@@ -373,6 +373,7 @@ fn bad_configuration_fails_clearly() {
     expect_startup_error(&["--no-such-flag", r], 2, "--no-such-flag");
     expect_startup_error(&["--listen", "nonsense", r], 2, "invalid");
     expect_startup_error(&["--backend", "nope", r], 2, "invalid value");
+    expect_startup_error(&["--depth", "sideways", r], 2, "invalid value");
     // A port in use.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().to_string();

@@ -111,6 +111,8 @@ impl Worker {
             first_use: false,
             tx: None,
             lingered: 0,
+            dev: 0,
+            disk_waiting: false,
         });
         self.live += 1;
         if self.live >= self.max_conns {
@@ -161,7 +163,11 @@ impl Worker {
                 // A cached file: no open, metadata fresh (see filecache).
                 if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
                     match hit {
-                        Ok(h) => self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body, None),
+                        Ok(h) => {
+                            let d = self.device(h.dev);
+                            self.conn(slot).dev = d;
+                            self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body, None)
+                        }
                         Err(e) => self.respond_opened(
                             slot,
                             &req,
@@ -365,6 +371,8 @@ impl Worker {
         let mut resp = c.session.opened(&self.ctx.session_cfg, req, result);
         let mut first_use = false;
         if let (Some((meta, dev)), Some(fd)) = (fresh, &file) {
+            let d = self.device(dev);
+            self.conn(slot).dev = d;
             let bytes = resp.file.map_or(0, |(_, n)| n);
             let again = match self.ctx.cfg.first_miss {
                 FirstMiss::Cache => true,

@@ -40,6 +40,7 @@
 //! checks the kernel at start.
 
 mod conn;
+mod disk;
 mod pool;
 mod probe;
 mod read;
@@ -68,6 +69,9 @@ pub const RECV_BUF_SIZE: usize = 4096;
 pub const RECV_BUF_COUNT: u16 = 1024;
 /// Bytes reserved in front of each chunk buffer for the response head.
 pub const HEAD_RESERVE: usize = 4096;
+/// Devices a worker keeps a depth of its own for (`disk.rs`); files on
+/// further devices share the last one.
+pub const MAX_DEVICES: usize = 16;
 
 /// Bodies at least this large go out by `sendfile(2)` when their pages are
 /// cached (by `cachestat(2)`); smaller ones are copied with one `READ` into
@@ -216,6 +220,21 @@ struct Conn {
     first_use: bool,
     tx: Option<Tx>,
     lingered: usize,
+    /// The device of the file being sent, as an index into
+    /// `Worker::devices`: whose depth its disk reads count against.
+    dev: usize,
+    /// Queued in that device's `waiters` for a disk-read slot.
+    disk_waiting: bool,
+}
+
+/// One device's disk reads: the depth allowed (`depth.rs`), the reads in
+/// flight (`Op::Read` and `Op::ReadAhead` of response bodies), and the
+/// responses waiting for one of them to end.
+struct Device {
+    dev: u64,
+    depth: crate::depth::Depth,
+    inflight: u32,
+    waiters: VecDeque<u32>,
 }
 
 struct Worker {
@@ -239,6 +258,8 @@ struct Worker {
     pool_limit: usize,
     pool_waiters: VecDeque<u32>,
     chunk_size: usize,
+    /// Disk-read depth per device, at most [`MAX_DEVICES`] (`disk.rs`).
+    devices: Vec<Device>,
     // Accepting.
     accept_armed: Vec<bool>,
     accept_resume: Option<Instant>,

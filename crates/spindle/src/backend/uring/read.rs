@@ -45,6 +45,9 @@ impl Worker {
         if !tx.direct || tx.ahead.is_some() || tx.file_left == 0 || !self.pool_waiters.is_empty() {
             return;
         }
+        if !self.disk_slot(slot, false) {
+            return;
+        }
         let Some(b) = self.take_pool_buf() else {
             return;
         };
@@ -67,7 +70,7 @@ impl Worker {
         let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
             .offset(offset)
             .build();
-        self.push_conn(slot, Op::ReadAhead, sqe);
+        self.push_disk_read(slot, Op::ReadAhead, sqe);
     }
 
     pub(super) fn on_read_ahead(&mut self, slot: u32, res: i32) {

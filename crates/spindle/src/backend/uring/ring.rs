@@ -125,6 +125,7 @@ impl Worker {
             pool_limit: ctx.cfg.max_inflight as usize,
             pool_waiters: VecDeque::new(),
             chunk_size: ctx.cfg.chunk_size as usize,
+            devices: Vec::new(),
             accept_armed: vec![false; listeners.len()],
             accept_resume: None,
             listeners,
@@ -150,6 +151,13 @@ impl Worker {
             ),
             ctx,
         };
+        // The root's device is entry 0, where a connection's `dev` points
+        // until its first file.
+        let root_dev = std::os::unix::fs::MetadataExt::dev(
+            &std::fs::metadata(&w.ctx.cfg.root)
+                .map_err(|e| format!("{}: {e}", w.ctx.cfg.root.display()))?,
+        );
+        w.device(root_dev);
         for bid in 0..RECV_BUF_COUNT {
             w.provide_recv_buf(bid);
         }
@@ -350,6 +358,9 @@ impl Worker {
                 if !more {
                     // Only the final completion of a multishot ends it.
                     c.inflight -= 1;
+                }
+                if matches!(op, Op::Read | Op::ReadAhead) {
+                    self.disk_read_done(slot, res);
                 }
                 match op {
                     Op::Recv => self.on_recv(slot, res, flags),

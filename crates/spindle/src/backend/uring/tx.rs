@@ -184,7 +184,13 @@ impl Worker {
         }
         // ... or an asynchronous READ into a chunk buffer, at HEAD_RESERVE
         //    (the head goes in front once the bytes are in): through the page
-        //    cache, or with O_DIRECT on a file's first use (recent.rs).
+        //    cache, or with O_DIRECT on a file's first use (recent.rs); once
+        //    the device has a read slot free (disk.rs).
+        if !self.disk_slot(slot, true) {
+            return;
+        }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("response in progress");
         let b = match tx.buf {
             Some(b) => b,
             None => match self.take_pool_buf() {
@@ -240,7 +246,7 @@ impl Worker {
         let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
             .offset(offset)
             .build();
-        self.push_conn(slot, Op::Read, sqe);
+        self.push_disk_read(slot, Op::Read, sqe);
     }
 
     /// Sends the body by `sendfile` from the page cache, chunk by chunk,
