@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -18,6 +18,7 @@ use fuser::{
 };
 
 use crate::disk::{Disk, Finish};
+use crate::fault::{Faults, ReadPlan};
 use crate::layout::Layout;
 
 /// Attribute and entry cache time given to the kernel: the backing set does not change
@@ -47,6 +48,8 @@ struct OpenFile {
     file: File,
     size: u64,
     pos: u64,
+    /// Backing (device, inode): what faults are keyed by.
+    key: (u64, u64),
 }
 
 struct Handles {
@@ -64,6 +67,7 @@ pub struct SlowFs {
     max_background: u16,
     nodes: RwLock<Nodes>,
     handles: Mutex<Handles>,
+    faults: Faults,
 }
 
 fn errno(e: &std::io::Error) -> Errno {
@@ -156,7 +160,27 @@ impl SlowFs {
                 map: HashMap::new(),
                 next: 1,
             }),
+            faults: Faults::none(),
         })
+    }
+
+    /// The same mirror with these faults injected (see [`crate::fault`]). Call
+    /// [`Faults::start`] first, or hung reads are answered without their hold.
+    pub fn with_faults(mut self, faults: Faults) -> SlowFs {
+        self.faults = faults;
+        self
+    }
+
+    /// The attributes and their TTL as the kernel should see them: a file that may
+    /// shrink gets its current size and a zero TTL, so that every stat asks again.
+    fn attr_of(&self, ino: u64, md: &std::fs::Metadata) -> (Duration, FileAttr) {
+        let mut a = attr(ino, md);
+        let key = (md.dev(), md.ino());
+        if md.is_file() && self.faults.volatile_attr(key) {
+            a.size = self.faults.size(key, a.size);
+            return (Duration::ZERO, a);
+        }
+        (ATTR_TTL, a)
     }
 
     fn path_of(&self, ino: INodeNo) -> Option<PathBuf> {
@@ -230,7 +254,10 @@ impl Filesystem for SlowFs {
         let path = dir.join(name);
         match std::fs::symlink_metadata(&path) {
             Ok(md) => match self.register(path, &md) {
-                Ok(ino) => reply.entry(&ATTR_TTL, &attr(ino, &md), Generation(0)),
+                Ok(ino) => {
+                    let (ttl, a) = self.attr_of(ino, &md);
+                    reply.entry(&ttl, &a, Generation(0))
+                }
                 Err(e) => reply.error(e),
             },
             Err(e) => reply.error(errno(&e)),
@@ -242,7 +269,10 @@ impl Filesystem for SlowFs {
             return reply.error(Errno::ENOENT);
         };
         match std::fs::symlink_metadata(&path) {
-            Ok(md) => reply.attr(&ATTR_TTL, &attr(ino.0, &md)),
+            Ok(md) => {
+                let (ttl, a) = self.attr_of(ino.0, &md);
+                reply.attr(&ttl, &a)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -272,10 +302,12 @@ impl Filesystem for SlowFs {
             Ok(m) => m,
             Err(e) => return reply.error(errno(&e)),
         };
+        let key = (md.dev(), md.ino());
         let of = Arc::new(OpenFile {
             pos: self.layout.position(md.dev(), md.ino()),
             size: md.len(),
             file,
+            key,
         });
         let mut h = self.handles.lock().unwrap_or_else(|p| p.into_inner());
         if h.map.len() >= MAX_OPEN_FILES {
@@ -285,6 +317,16 @@ impl Filesystem for SlowFs {
         h.next += 1;
         h.map.insert(fh, of);
         drop(h);
+        if self.faults.direct_io(key) {
+            // A file with an injected fault bypasses the page cache, or the cache would
+            // hide the fault: a cached page is never read again; a readahead read that
+            // fails is retried by the kernel with a second read; a short reply to a
+            // buffered read is taken as the end of the file (the kernel shrinks i_size)
+            // instead of reaching the reader as a short read(). With FOPEN_DIRECT_IO
+            // every read() becomes FUSE reads of exactly its range (split at max_pages),
+            // even past the cached i_size, and returns what the daemon replied.
+            return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
+        }
         // Keep the page cache across opens; never force direct I/O.
         reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE);
     }
@@ -311,9 +353,16 @@ impl Filesystem for SlowFs {
             return reply.error(Errno::EINVAL);
         }
         let len = (size as u64).min(of.size.saturating_sub(offset));
+        let (len, hold) = match self.faults.plan(of.key, offset, len) {
+            ReadPlan::Fail => return reply.error(Errno::EIO),
+            ReadPlan::Serve { len, hold } => (len, hold),
+        };
         if len == 0 {
             return reply.data(&[]);
         }
+        // A hung read pays the model as usual, then its reply waits on the fault timer
+        // thread until `hold` after arrival: no session or spindle thread waits for it.
+        let held = hold.and_then(|d| Some((Instant::now() + d, self.faults.timer()?)));
         let pos = of.pos + offset;
         self.disk.submit(
             pos,
@@ -334,10 +383,14 @@ impl Filesystem for SlowFs {
                         Err(e) => break Err(e),
                     }
                 };
-                Box::new(move || match res {
+                let finish = Box::new(move || match res {
                     Ok(n) => reply.data(&buf[..n]),
                     Err(e) => reply.error(errno(&e)),
-                }) as Finish
+                }) as Finish;
+                match held {
+                    Some((due, timer)) => Box::new(move || timer.at(due, finish)) as Finish,
+                    None => finish,
+                }
             }),
         );
     }

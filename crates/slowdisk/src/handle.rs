@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+use crate::fault::FaultArgs;
 use crate::model::ModelArgs;
 use crate::mounts;
 use crate::stats::Stats;
@@ -45,6 +46,9 @@ pub struct MountOptions {
     pub stats: PathBuf,
     /// The disk model.
     pub model: ModelArgs,
+    /// Faults to inject (none by default; see [`crate::fault`]). The named files are
+    /// checked when the daemon starts: a missing one makes `spawn` fail.
+    pub faults: FaultArgs,
     /// How long to wait for the mount to go live (the layout walk of a large data set
     /// takes a while).
     pub ready_timeout: Duration,
@@ -64,6 +68,7 @@ impl MountOptions {
             mount: mount.into(),
             stats: stats.into(),
             model: ModelArgs::default(),
+            faults: FaultArgs::default(),
             ready_timeout: Duration::from_secs(120),
             exit_with_parent: true,
         }
@@ -86,6 +91,7 @@ impl MountHandle {
     /// statistics table to stdout at exit); stdin is closed.
     pub fn spawn(mut cmd: Command, opts: &MountOptions) -> Result<MountHandle> {
         opts.model.validate()?;
+        opts.faults.validate()?;
         if std::fs::symlink_metadata(&opts.mount).is_err() {
             std::fs::create_dir_all(&opts.mount)
                 .with_context(|| format!("creating {}", opts.mount.display()))?;
@@ -106,6 +112,7 @@ impl MountHandle {
             .arg("--stats")
             .arg(&opts.stats)
             .args(opts.model.to_flags())
+            .args(opts.faults.to_flags())
             .stdin(Stdio::null());
         if opts.exit_with_parent {
             cmd.arg("--exit-with-parent");

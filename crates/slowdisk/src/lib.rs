@@ -7,10 +7,16 @@
 //! * [`fs`]: the FUSE side (lookup, getattr, open, read, readdir, readlink, statfs).
 //! * [`mounts`]: stale-mount detection and cleanup.
 //! * [`handle`]: starting and stopping the daemon as a child process (for the harness).
+//! * [`fault`]: fault injection for the server's fault tests (off by default): EIO on
+//!   chosen files (`--fail-file`) or at a seeded rate (`--fail-rate`, `--fault-seed`),
+//!   reads that hang (`--hang-file`, `--hang-secs`), short reads (`--short-file`) and a
+//!   file that shrinks under its reader (`--shrink-file`, `--shrink-after`). Fault files
+//!   are opened with `FOPEN_DIRECT_IO` so that the page cache cannot hide the faults.
 //!
 //! See docs/slowdisk.md for the model, the flags and the measured numbers.
 
 pub mod disk;
+pub mod fault;
 pub mod fs;
 pub mod handle;
 pub mod layout;
@@ -24,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
+pub use fault::FaultArgs;
 pub use handle::{MountHandle, MountOptions};
 pub use model::{Elevator, ModelArgs};
 pub use stats::{SpindleStats, Stats};
@@ -55,6 +62,9 @@ pub struct Args {
     /// The disk model.
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Fault injection (all off by default).
+    #[command(flatten)]
+    pub faults: FaultArgs,
 }
 
 fn write_stats(path: &Option<PathBuf>, stats: &Stats) {
@@ -69,11 +79,13 @@ fn write_stats(path: &Option<PathBuf>, stats: &Stats) {
 pub fn run(args: Args) -> Result<()> {
     let parent = sys::getppid();
     args.model.validate()?;
+    args.faults.validate()?;
     let backing = std::fs::canonicalize(&args.backing)
         .with_context(|| format!("--backing {}", args.backing.display()))?;
     if !backing.is_dir() {
         bail!("--backing {} is not a directory", backing.display());
     }
+    let mut faults = fault::Faults::resolve(&args.faults, &backing)?;
     match std::fs::symlink_metadata(&args.mount) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(&args.mount)
@@ -122,8 +134,10 @@ pub fn run(args: Args) -> Result<()> {
 
     let model = model::Model::new(args.model.clone(), layout.platter_bytes());
     let (disk, mut spindles) = disk::Disk::start(model).context("starting spindle threads")?;
+    faults.start().context("starting the fault timer thread")?;
     let fs = fs::SlowFs::new(&backing, layout, disk.clone(), args.model.max_background)
-        .with_context(|| format!("--backing {}", backing.display()))?;
+        .with_context(|| format!("--backing {}", backing.display()))?
+        .with_faults(faults);
 
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -159,6 +173,12 @@ pub fn run(args: Args) -> Result<()> {
         args.model.mbps,
         args.model.elevator.as_str()
     );
+    if args.faults.any() {
+        eprintln!(
+            "slowdisk: injecting faults: {}",
+            args.faults.to_flags().join(" ")
+        );
+    }
 
     loop {
         match sys::wait_signal(POLL) {
