@@ -228,6 +228,14 @@ pub struct Config {
     pub first_miss: FirstMiss,
 }
 
+/// Parses a config file's text; `name` says which file in the error.
+fn parse_file(text: &str, name: &str) -> Result<FileConfig, String> {
+    toml::from_str::<FileConfig>(text).map_err(|e| {
+        let msg = e.message().replace('\n', " ");
+        format!("config file {name}: {msg}")
+    })
+}
+
 /// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
@@ -266,12 +274,20 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-                toml::from_str::<FileConfig>(&text).map_err(|e| {
-                    let msg = e.message().replace('\n', " ");
-                    format!("config file {}: {msg}", path.display())
-                })?
+                parse_file(&text, &path.display().to_string())?
             }
         };
+        Config::merge(cli, file)
+    }
+
+    /// The configuration a config file's text gives on its own, with no
+    /// options on the command line (the fuzzer's way in).
+    pub fn from_toml_text(text: &str) -> Result<Config, String> {
+        let cli = <Cli as clap::Parser>::try_parse_from(["spindle"]).map_err(|e| e.to_string())?;
+        Config::merge(cli, parse_file(text, "(text)")?)
+    }
+
+    fn merge(cli: Cli, file: FileConfig) -> Result<Config, String> {
         let chunk_size = match (cli.chunk_size, file.chunk_size) {
             (Some(c), _) => c,
             (None, Some(SizeValue::Bytes(b))) => b,

@@ -1,0 +1,247 @@
+//! The checks behind spindle's fuzz targets.
+//!
+//! Each function takes arbitrary bytes, drives one part of spindle that
+//! reads untrusted input, and panics if an invariant breaks. The
+//! libFuzzer targets in `fuzz/fuzz_targets/` are one line each around
+//! these; `tests/corpus.rs` replays the committed corpus (`fuzz/corpus/`)
+//! through them on stable Rust, so CI checks every input a fuzzer ever
+//! kept. See docs/reliability.md.
+
+use spindle_core::response::FileKind;
+use spindle_core::response::{parse_range, RangeResult};
+use spindle_core::{path, FileMeta, OpenError, Session, SessionConfig, Step};
+
+/// Most session steps one input may drive (a bound on the loop, far above
+/// what the input's bytes can ask for).
+const MAX_STEPS: usize = 100_000;
+
+/// A little-endian number from up to 8 bytes of `data` at `at` (missing
+/// bytes read as 0).
+fn num(data: &[u8], at: usize, len: usize) -> u64 {
+    (0..len).fold(0u64, |v, i| {
+        v | (u64::from(data.get(at + i).copied().unwrap_or(0)) << (8 * i))
+    })
+}
+
+/// The whole connection: bytes in, in pieces, and the driver's side
+/// played from the input too (what each open finds).
+///
+/// Input: byte 0 sets the configuration (dotfiles, a small header limit),
+/// bytes 1-2 seed the split of the stream into pieces, bytes 3-10 seed
+/// what each open finds; the rest is the byte stream from the client.
+///
+/// Invariants: no panic; every path handed to the driver is relative,
+/// free of `..`, empty segments and NUL, and free of dot-segments unless
+/// dotfiles are on; every response head parses as HTTP/1.1 with the
+/// status it claims; its `Content-Length` is the bytes that follow (the
+/// in-memory body or the file range), or, for `HEAD` and 304, none follow;
+/// a file range lies inside the file, and a 206 says which; a response
+/// that closes the connection says `Connection: close`; each response is
+/// handed out once, in order, before the next request is parsed.
+pub fn session(data: &[u8]) {
+    let conf = data.first().copied().unwrap_or(0);
+    let mut split = num(data, 1, 2) | 1;
+    let mut world = num(data, 3, 8) | 1;
+    let stream = data.get(11..).unwrap_or(&[]);
+    let cfg = SessionConfig {
+        allow_dotfiles: conf & 1 != 0,
+        max_header_bytes: if conf & 2 != 0 { 256 } else { 8192 },
+        max_request_line: if conf & 2 != 0 { 128 } else { 8192 },
+        max_requests_per_connection: if conf & 4 != 0 { 3 } else { 1000 },
+        ..SessionConfig::default()
+    };
+    let mut s = Session::new();
+    let mut rest = stream;
+    let mut served = 0u64;
+    for _ in 0..MAX_STEPS {
+        match s.next(&cfg) {
+            Step::NeedInput => {
+                if rest.is_empty() {
+                    return;
+                }
+                assert!(s.wants_input(&cfg), "asks for input it will not take");
+                split = xorshift(split);
+                let n = 1 + (split as usize % 64).min(rest.len() - 1);
+                s.feed(&rest[..n]);
+                rest = &rest[n..];
+            }
+            Step::Open(req) => {
+                check_path(req.path.as_bytes(), cfg.allow_dotfiles);
+                world = xorshift(world);
+                let found = found(world);
+                let resp = s.opened(&cfg, &req, found);
+                check_response(&s, &resp, found.ok());
+                s.sent();
+                served += 1;
+                assert_eq!(s.served(), served, "a response counted twice or not at all");
+            }
+            Step::Respond(resp) => {
+                check_response(&s, &resp, None);
+                s.sent();
+                served += 1;
+                assert_eq!(s.served(), served, "a response counted twice or not at all");
+            }
+            Step::Close => return,
+        }
+    }
+    panic!("{MAX_STEPS} steps from {} bytes of input", data.len());
+}
+
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
+/// What an open finds, from the input's seed: mostly regular files of
+/// every size class, sometimes a directory, a device, or an error.
+fn found(w: u64) -> Result<FileMeta, OpenError> {
+    let size = match (w >> 8) % 4 {
+        0 => 0,
+        1 => (w >> 16) % 100,
+        2 => (w >> 16) % 1_000_000,
+        _ => w >> 16,
+    };
+    let meta = |kind| FileMeta {
+        size,
+        mtime_sec: ((w >> 24) % 2_000_000_000) as i64,
+        mtime_nsec: ((w >> 40) % 1_000_000_000) as u32,
+        ino: w >> 3,
+        kind,
+    };
+    match w % 16 {
+        0 => Err(OpenError::NotFound),
+        1 => Err(OpenError::Forbidden),
+        2 => Err(OpenError::Busy),
+        3 => Err(OpenError::Other),
+        4 => Ok(meta(FileKind::Directory)),
+        5 => Ok(meta(FileKind::Other)),
+        _ => Ok(meta(FileKind::Regular)),
+    }
+}
+
+/// Checks a path the driver would open beneath the root.
+pub fn check_path(p: &[u8], dotfiles: bool) {
+    assert!(!p.is_empty(), "empty path");
+    assert!(!p.starts_with(b"/"), "absolute path {p:?}");
+    assert!(!p.contains(&0), "NUL in path");
+    for seg in p.split(|&b| b == b'/') {
+        assert!(!seg.is_empty(), "empty segment in {p:?}");
+        assert!(seg != b".." && seg != b".", "dot segment in {p:?}");
+        assert!(dotfiles || seg[0] != b'.', "hidden segment in {p:?}");
+    }
+}
+
+fn header<'a>(h: &'a httparse::Response, name: &str) -> Option<&'a [u8]> {
+    h.headers
+        .iter()
+        .find(|x| x.name.eq_ignore_ascii_case(name))
+        .map(|x| x.value)
+}
+
+/// Checks a response the session handed out (`s` is the session, after;
+/// `meta` what the open found, if it found a file).
+pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<FileMeta>) {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut h = httparse::Response::new(&mut headers);
+    let len = match h.parse(&resp.head) {
+        Ok(httparse::Status::Complete(n)) => n,
+        other => panic!("response head does not parse: {other:?}"),
+    };
+    assert_eq!(h.version, Some(1));
+    assert_eq!(h.code, Some(resp.status), "status line against status");
+    let in_memory = (resp.head.len() - len) as u64;
+    let from_file = resp.file.map_or(0, |(_, n)| n);
+    assert!(
+        in_memory == 0 || from_file == 0,
+        "a body both in memory and from the file"
+    );
+    assert_eq!(resp.body_len, in_memory + from_file, "logged body length");
+    let head_request = s.log_info().method == "HEAD";
+    if let Some((off, n)) = resp.file {
+        let meta = meta.expect("a file range without an opened file");
+        assert!(n > 0, "an empty file range");
+        assert!(
+            off.checked_add(n).is_some_and(|end| end <= meta.size),
+            "range {off}+{n} outside a file of {}",
+            meta.size
+        );
+    }
+    let cl = header(&h, "Content-Length").map(|v| {
+        std::str::from_utf8(v)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("Content-Length is a number")
+    });
+    if resp.status == 304 || head_request {
+        assert_eq!(
+            in_memory + from_file,
+            0,
+            "a body after {} to HEAD or 304",
+            resp.status
+        );
+    } else {
+        assert_eq!(
+            cl,
+            Some(in_memory + from_file),
+            "Content-Length against the body"
+        );
+    }
+    if resp.status == 206 && !head_request {
+        let (off, n) = resp.file.expect("206 without a file range");
+        let meta = meta.expect("206 without a file");
+        let want = format!("bytes {}-{}/{}", off, off + n - 1, meta.size);
+        assert_eq!(header(&h, "Content-Range"), Some(want.as_bytes()));
+    }
+    if !resp.keep_alive {
+        assert_eq!(
+            header(&h, "Connection").map(|v| v.eq_ignore_ascii_case(b"close")),
+            Some(true),
+            "closes without saying so"
+        );
+    }
+}
+
+/// A `Range` header against a file size. Input: 8 bytes of size, then the
+/// header value. Invariants: a partial range is non-empty and inside the
+/// file; an unsatisfiable one only when the file has no such byte.
+pub fn range(data: &[u8]) {
+    let size = num(data, 0, 8) >> (num(data, 0, 1) % 64);
+    let value = data.get(8..).unwrap_or(&[]);
+    match parse_range(value, size) {
+        RangeResult::Full => {}
+        RangeResult::Partial(off, n) => {
+            assert!(n > 0 && off.checked_add(n).is_some_and(|e| e <= size));
+        }
+        RangeResult::Unsatisfiable => {}
+    }
+}
+
+/// A request target through the path policy. Input: byte 0 (dotfiles on
+/// when odd), then the target. Invariants as for the session's paths,
+/// and a directory request names the index file.
+pub fn target(data: &[u8]) {
+    let dotfiles = data.first().is_some_and(|b| b & 1 == 1);
+    let t = data.get(1..).unwrap_or(&[]);
+    let Some(p) = path::target_path(t) else {
+        return;
+    };
+    if let Ok(r) = path::resolve(p, dotfiles) {
+        check_path(&r.rel, dotfiles);
+        if r.is_dir_request {
+            assert!(r.rel.ends_with(path::INDEX_FILE));
+        }
+    }
+}
+
+/// The configuration file: any text gives a configuration or one error
+/// line, never a panic.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Err(e) = spindle::config::Config::from_toml_text(text) {
+        assert!(!e.contains('\n'), "a multi-line error: {e}");
+    }
+}
