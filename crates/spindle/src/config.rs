@@ -253,7 +253,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("'{s}' is not a size (examples: 4096, 512k, 1m)"))
+        // Escaped: a value from the config file may hold a newline, and the
+        // error must stay one line (found by the `config` fuzz target).
+        .ok_or_else(|| {
+            format!(
+                "'{}' is not a size (examples: 4096, 512k, 1m)",
+                s.escape_debug()
+            )
+        })
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration, String> {
@@ -456,5 +463,7 @@ mod tests {
         assert_eq!(parse_size("4096"), Ok(4096));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("99999999999g").is_err());
+        let e = parse_size("ch\nk").unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
     }
 }
