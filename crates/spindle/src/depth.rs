@@ -30,9 +30,9 @@
 //!   the noise (the mean difference between such pairs of measurements of
 //!   one depth); a step up unless it lost more than [`TIE`]. Down takes
 //!   evidence and up none, so a device that does not care goes to the
-//!   ceiling, where more completions share each wait of the loop (at 32
-//!   instead of 64 on this machine's virtual disk the server spent about
-//!   10% more CPU per read). Then the next step the same way is probed at
+//!   ceiling, where more completions share each wait of the loop (on this
+//!   machine's virtual disk, a depth that wandered between 16 and 48 cost
+//!   about 8% more server CPU per fetch than 64). Then the next step the same way is probed at
 //!   once. A step down that lost is followed by a probe up.
 //! - After a probe that found nothing, the depth rests for a number of
 //!   measurements that doubles each time (up to [`REST_MAX`]), then
