@@ -6,22 +6,12 @@ mod common;
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use slowdisk::{FaultArgs, ModelArgs, MountHandle, MountOptions};
+use slowdisk::{FaultArgs, MountHandle};
 
 const FILE: usize = 100 * 1024;
-
-fn fast_model() -> ModelArgs {
-    ModelArgs {
-        seek_ms: 1.0,
-        seek_min_ms: 0.1,
-        rpm: 60_000.0,
-        mbps: 1000.0,
-        ..ModelArgs::default()
-    }
-}
 
 /// A backing directory of 2 x 4 files of `FILE` bytes, a mount with `faults`.
 struct Setup {
@@ -38,13 +28,13 @@ impl Setup {
         let unmount = common::UnmountGuard(tmp.path().join("m"));
         let backing = tmp.path().join("b");
         let rels = common::make_files(&backing, 2, 4, FILE);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowdisk"));
-        cmd.stdout(Stdio::null());
-        let mut opts = MountOptions::new(&backing, tmp.path().join("m"), tmp.path().join("s.json"));
-        opts.model = fast_model();
-        opts.faults = faults(&rels);
-        opts.ready_timeout = Duration::from_secs(30);
-        let disk = MountHandle::spawn(cmd, &opts).expect("starting slowdisk");
+        let disk = common::spawn_with_faults(
+            &backing,
+            &tmp.path().join("m"),
+            &tmp.path().join("s.json"),
+            common::fast_model(),
+            faults(&rels),
+        );
         Setup {
             disk,
             _unmount: unmount,

@@ -8,18 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use slowdisk::{mounts, ModelArgs, MountHandle, MountOptions};
-
-fn fast_model() -> ModelArgs {
-    // The same model, only faster, so that these tests do not wait on it.
-    ModelArgs {
-        seek_ms: 1.0,
-        seek_min_ms: 0.1,
-        rpm: 60_000.0,
-        mbps: 1000.0,
-        ..ModelArgs::default()
-    }
-}
+use slowdisk::{mounts, MountHandle, MountOptions};
 
 #[test]
 fn mirror_is_faithful_and_read_only() {
@@ -41,7 +30,7 @@ fn mirror_is_faithful_and_read_only() {
         &backing,
         &tmp.path().join("m"),
         &tmp.path().join("s.json"),
-        fast_model(),
+        common::fast_model(),
     );
     let m = disk.mount_point().to_path_buf();
 
@@ -116,7 +105,7 @@ fn stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start() {
     let mnt = tmp.path().join("m");
     let stats = tmp.path().join("s.json");
 
-    let disk = common::spawn(&backing, &mnt, &stats, fast_model());
+    let disk = common::spawn(&backing, &mnt, &stats, common::fast_model());
     let canonical = disk.mount_point().to_path_buf();
     assert_eq!(
         std::fs::read(canonical.join("files-000/000")).unwrap(),
@@ -131,7 +120,7 @@ fn stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start() {
     assert!(mounts::is_enotconn(&e), "{e}");
 
     // The next start removes it and mounts afresh.
-    let disk = common::spawn(&backing, &mnt, &stats, fast_model());
+    let disk = common::spawn(&backing, &mnt, &stats, common::fast_model());
     assert_eq!(
         std::fs::read(mnt.join("files-000/002")).unwrap(),
         common::pattern(2, 5000)
@@ -142,7 +131,7 @@ fn stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start() {
     assert!(!mounts::is_dead(&mnt));
 
     // The library call does the same for the harness (no daemon started).
-    let disk = common::spawn(&backing, &mnt, &stats, fast_model());
+    let disk = common::spawn(&backing, &mnt, &stats, common::fast_model());
     disk.kill().unwrap();
     assert!(mounts::is_dead(&mnt));
     assert_eq!(mounts::clean_stale(&mnt).unwrap(), 1);
@@ -163,7 +152,7 @@ fn sigterm_with_files_open_still_unmounts_and_exits() {
         &backing,
         &tmp.path().join("m"),
         &tmp.path().join("s.json"),
-        fast_model(),
+        common::fast_model(),
     );
     let m = disk.mount_point().to_path_buf();
     let f = std::fs::File::open(m.join("files-000/001")).unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use slowdisk::{mounts, ModelArgs, MountHandle, MountOptions};
+use slowdisk::{mounts, FaultArgs, ModelArgs, MountHandle, MountOptions};
 
 /// Removes any FUSE mount left at `path` when dropped, so that a failing test (which
 /// may have killed its daemon) leaves no dead mount behind. Declare it after the
@@ -91,12 +91,35 @@ pub fn make_files(root: &Path, dirs: usize, per_dir: usize, size: usize) -> Vec<
     out
 }
 
+/// The default model, only faster, so that tests do not wait on it.
+pub fn fast_model() -> ModelArgs {
+    ModelArgs {
+        seek_ms: 1.0,
+        seek_min_ms: 0.1,
+        rpm: 60_000.0,
+        mbps: 1000.0,
+        ..ModelArgs::default()
+    }
+}
+
 /// Starts the daemon (this crate's `slowdisk` binary) on `backing` at `mount`.
 pub fn spawn(backing: &Path, mount: &Path, stats: &Path, model: ModelArgs) -> MountHandle {
+    spawn_with_faults(backing, mount, stats, model, FaultArgs::default())
+}
+
+/// [`spawn`], with faults injected.
+pub fn spawn_with_faults(
+    backing: &Path,
+    mount: &Path,
+    stats: &Path,
+    model: ModelArgs,
+    faults: FaultArgs,
+) -> MountHandle {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowdisk"));
     cmd.stdout(Stdio::null());
     let mut opts = MountOptions::new(backing, mount, stats);
     opts.model = model;
+    opts.faults = faults;
     opts.ready_timeout = std::time::Duration::from_secs(30);
     MountHandle::spawn(cmd, &opts).expect("starting slowdisk")
 }
