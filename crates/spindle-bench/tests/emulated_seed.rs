@@ -6,11 +6,9 @@
 
 mod common;
 
-use common::is_root;
+use common::{is_root, EXE};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const EXE: &str = env!("CARGO_BIN_EXE_spindle-bench");
 
 #[test]
 fn async_backends_beat_sendfile_on_the_emulated_raid1() {

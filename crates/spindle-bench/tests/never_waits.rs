@@ -14,14 +14,10 @@
 
 mod common;
 
-use common::is_root;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_spindle-bench");
 /// The downloaded file: 64 of the 32 KiB chunks below, about 2 s of the model's disk.
 const BIG: usize = 2 << 20;
 /// Longest wait for a small fetch that still counts as "not blocked". A blocked worker
@@ -38,61 +34,12 @@ fn pattern(len: usize) -> Vec<u8> {
     v
 }
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Removes whatever is left at the mount point (a killed daemon leaves a dead mount);
-/// the live one goes with the `MountHandle`.
-struct Unmount(std::path::PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        if self.0.exists() || slowdisk::mounts::is_dead(&self.0) {
-            let _ = slowdisk::mounts::clean_stale(&self.0);
-        }
-    }
-}
-
-/// One GET on `s`; returns the body, read by its Content-Length.
+/// One GET on `s` that must succeed; returns the body.
 fn get(s: &mut TcpStream, path: &str) -> Vec<u8> {
-    // One write: a request in two segments would meet Nagle and delayed ACKs.
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).unwrap(), 1, "connection closed in the head");
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .expect("Content-Length")
-        .trim()
-        .parse()
-        .unwrap();
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).unwrap();
-    body
-}
-
-fn wait_listening(addr: SocketAddr) {
-    let t0 = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "spindle did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let r = common::get(s, path);
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.body.len(), r.length, "GET {path}: the body was cut short");
+    r.body
 }
 
 /// What one backend did: the slowest small fetch, how many there were, how long the
@@ -104,33 +51,11 @@ struct Run {
 }
 
 fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool) -> Run {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let _server = Killed(
-        Command::new(EXE)
-            .args([
-                "__spindle",
-                "--backend",
-                backend,
-                "--workers",
-                "1",
-                "--first-miss",
-                "cache",
-                "--chunk-size",
-                "32k",
-                "--listen",
-            ])
-            .arg(addr.to_string())
-            .arg(exe_root)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (_server, addr) = common::spindle(
+        backend,
+        exe_root,
+        &["--first-miss", "cache", "--chunk-size", "32k"],
     );
-    wait_listening(addr);
 
     // The small file, twice: after this it is answered from the page cache or the
     // worker's memory.
@@ -195,14 +120,11 @@ fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool) -
 
 #[test]
 fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
-    if !is_root() || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED: needs root and /dev/fuse");
+    let Some((_tmp, backing, mnt)) =
+        common::fuse_dirs("async_workers_answer_from_memory_while_a_download_waits_for_the_disk")
+    else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let backing = tmp.path().join("b");
-    let mnt = tmp.path().join("m");
-    std::fs::create_dir_all(&backing).unwrap();
+    };
     let big = pattern(BIG);
     // One file per backend, so that each download starts with nothing cached.
     let backends = [
@@ -217,20 +139,15 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     std::fs::write(backing.join("big-shared.bin"), &big).unwrap();
     std::fs::write(backing.join("small.txt"), b"small and in memory\n").unwrap();
 
-    let _unmount = Unmount(mnt.clone());
-    let mut cmd = Command::new(EXE);
-    cmd.arg("slowdisk").stdout(Stdio::null());
-    let mut opts = slowdisk::MountOptions::new(&backing, &mnt, tmp.path().join("stats.json"));
-    opts.model = slowdisk::ModelArgs {
+    let model = slowdisk::ModelArgs {
         spindles: 1,
         seek_ms: 150.0,
         seek_min_ms: 150.0,
         mbps: 1.0,
         ..Default::default()
     };
-    opts.ready_timeout = Duration::from_secs(30);
-    let disk = slowdisk::MountHandle::spawn(cmd, &opts).expect("mounting slowdisk");
-    let root = disk.mount_point().to_path_buf();
+    let disk = common::Mounted::new(&backing, &mnt, model, slowdisk::FaultArgs::default());
+    let root = disk.root().to_path_buf();
 
     for b in backends {
         let r = run(&root, &format!("big-{b}.bin"), b, &big, false);

@@ -3,12 +3,11 @@
 
 mod common;
 
-use common::is_root;
+use common::{is_root, EXE};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_spindle-bench");
 const SERVERS: &str = "spindle-io-uring,spindle-linux-sendfile,spindle-posix-aio,spindle-linux-aio-sendfile,nginx-sendfile,nginx-aio-threads,lighttpd";
 
 fn installed(p: &str) -> bool {

@@ -367,6 +367,43 @@ impl Session {
         }
     }
 
+    /// The driver could not read the body of the response [`Session::next`]
+    /// or [`Session::opened`] gave it, and has sent no byte of it, head
+    /// included: this is the response to send in its place, a 500 (a 503
+    /// with `Retry-After` when `errno` says the shortage is passing:
+    /// ENOMEM, EAGAIN, ENOBUFS), on the same keep-alive terms, so the
+    /// connection stays usable. Once any byte is out, a driver must close
+    /// the connection instead: nothing correct can follow a head that
+    /// promised a body.
+    pub fn body_failed(&mut self, cfg: &SessionConfig, errno: i32) -> Response {
+        let State::AwaitSent { keep_alive } = self.state else {
+            panic!("body_failed() without Step::Respond");
+        };
+        let (announce, head_only) = self.last_req.as_ref().map_or((false, false), |r| {
+            (r.minor_version == 0, r.method == Method::Head)
+        });
+        let busy = matches!(
+            errno,
+            12 /* ENOMEM */ | 11 /* EAGAIN */ | 105 /* ENOBUFS */
+        );
+        let step = if busy {
+            self.respond_error(
+                cfg,
+                503,
+                keep_alive,
+                announce,
+                head_only,
+                &[("Retry-After", "1")],
+            )
+        } else {
+            self.respond_error(cfg, 500, keep_alive, announce, head_only, &[])
+        };
+        match step {
+            Step::Respond(r) => r,
+            _ => unreachable!("respond_error always responds"),
+        }
+    }
+
     /// The driver has transmitted the whole response.
     pub fn sent(&mut self) {
         let State::AwaitSent { keep_alive } = self.state else {
@@ -460,6 +497,55 @@ mod tests {
 
     fn head_str(r: &Response) -> String {
         String::from_utf8_lossy(&r.head).into_owned()
+    }
+
+    #[test]
+    fn body_failed_answers_500_and_keeps_the_connection() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!("open expected")
+        };
+        let r = s.opened(&cfg, &o, Ok(meta(1000)));
+        assert_eq!(r.status, 200);
+        let e = s.body_failed(&cfg, 5 /* EIO */);
+        assert_eq!(e.status, 500);
+        assert!(e.keep_alive);
+        assert!(e.file.is_none());
+        assert!(
+            head_str(&e).starts_with("HTTP/1.1 500 "),
+            "{}",
+            head_str(&e)
+        );
+        assert_eq!(s.log_info().status, 500);
+        s.sent();
+        // The next pipelined request is served as usual.
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!("open expected")
+        };
+        assert_eq!(o.path.as_bytes(), b"b");
+    }
+
+    #[test]
+    fn body_failed_on_a_shortage_is_503_and_keeps_close_terms() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::new();
+        s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!("open expected")
+        };
+        s.opened(&cfg, &o, Ok(meta(1000)));
+        let e = s.body_failed(&cfg, 12 /* ENOMEM */);
+        assert_eq!(e.status, 503);
+        assert!(!e.keep_alive);
+        assert!(
+            head_str(&e).contains("Retry-After: 1\r\n"),
+            "{}",
+            head_str(&e)
+        );
+        s.sent();
+        assert!(matches!(s.next(&cfg), Step::Close));
     }
 
     #[test]

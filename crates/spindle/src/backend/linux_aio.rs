@@ -213,6 +213,8 @@ pub struct State {
     slot: Option<u32>,
     reading: bool,
     failed: bool,
+    /// A read failed with this errno (0: none).
+    read_errno: i32,
     /// Unsent bytes of the slot: their offset in the shm file, and count.
     data_off: u64,
     data_left: u64,
@@ -361,6 +363,9 @@ impl Mover for LinuxAio {
     fn pump(&mut self, who: Ticket, sock: RawFd, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0u64;
         loop {
+            if st.read_errno != 0 {
+                return Progress::ReadFailed(st.read_errno);
+            }
             if st.failed {
                 return Progress::Fail;
             }
@@ -496,11 +501,8 @@ impl Mover for LinuxAio {
         debug_assert_eq!(st.slot, Some(chunk.slot));
         st.reading = false;
         if chunk.res < 0 {
-            crate::say!(
-                "spindle: read failed: {}; closing the connection",
-                std::io::Error::from_raw_os_error(-chunk.res as i32)
-            );
-            st.failed = true;
+            // Logged where it is answered (epoll::respond).
+            st.read_errno = -chunk.res as i32;
             return;
         }
         let got = chunk.res as u64;

@@ -62,6 +62,21 @@ pub fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Logs a disk read of a response's body that failed (EIO from a bad
+/// sector, say): `answered` when nothing of the response had been sent
+/// and a 500 (or 503) went in its place; otherwise the connection was
+/// dropped. One line per failure, as nginx logs each failed `pread`.
+pub fn read_failed(errno: i32, answered: bool) {
+    let e = std::io::Error::from_raw_os_error(errno);
+    if answered {
+        crate::say!("spindle: reading a file failed: {e}; answered 500 in its place");
+    } else {
+        crate::say!(
+            "spindle: reading a file failed: {e}; closing the connection (its head was sent)"
+        );
+    }
+}
+
 /// Logs a file that ended before the length promised in the head (the
 /// connection is then dropped: nothing correct can follow).
 pub fn truncated() {

@@ -279,6 +279,8 @@ pub struct State {
     /// event loop wait for the disk.
     missed: bool,
     failed: bool,
+    /// A read failed with this errno (0: none).
+    read_errno: i32,
 }
 
 impl PosixAio {
@@ -349,6 +351,9 @@ impl Mover for PosixAio {
     fn pump(&mut self, who: Ticket, sock: RawFd, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0usize;
         loop {
+            if st.read_errno != 0 {
+                return Progress::ReadFailed(st.read_errno);
+            }
             if st.failed {
                 return Progress::Fail;
             }
@@ -468,11 +473,8 @@ impl Mover for PosixAio {
                 tx.left -= n as u64;
             }
             Err(e) => {
-                crate::say!(
-                    "spindle: read failed: {}; closing the connection",
-                    std::io::Error::from_raw_os_error(e)
-                );
-                st.failed = true;
+                // Logged where it is answered (epoll::respond).
+                st.read_errno = e;
                 self.bufs_free.push(chunk.buf);
             }
         }
@@ -489,6 +491,7 @@ impl Mover for PosixAio {
         st.len = 0;
         st.sent = 0;
         st.missed = false;
+        st.read_errno = 0;
     }
 
     fn next_waiter(&mut self) -> Option<Ticket> {

@@ -76,8 +76,12 @@ pub enum Progress {
     Waiting,
     /// Used up this turn; pump again after the other connections.
     Yield,
-    /// The connection must be dropped (peer gone, file shrank, I/O error).
+    /// The connection must be dropped (peer gone, file shrank).
     Fail,
+    /// A disk read failed with this errno: the loop answers 500 (or 503)
+    /// in the response's place if no byte of it is out yet, and keeps the
+    /// connection; otherwise it drops the connection.
+    ReadFailed(i32),
 }
 
 /// The answer to [`Mover::open`].

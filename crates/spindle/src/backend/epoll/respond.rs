@@ -14,7 +14,7 @@ use super::datapath::open_error;
 use super::{
     Completion, Mover, OpenResult, Opened, Phase, Progress, Ticket, Tx, Worker, READ_TURN_BYTES,
 };
-use crate::backend::{inline_body, unix_now};
+use crate::backend::{inline_body, read_failed, unix_now};
 use crate::net;
 
 impl<M: Mover> Worker<M> {
@@ -164,7 +164,29 @@ impl<M: Mover> Worker<M> {
             Progress::Waiting => c.waiting = true,
             Progress::Yield => self.enqueue(who),
             Progress::Fail => self.close(who),
+            Progress::ReadFailed(errno) => self.read_failed(who, errno),
         }
+    }
+
+    /// A disk read of the response failed: its replacement (500 or 503) if
+    /// nothing of it has been sent, else the connection is dropped (a head
+    /// promised bytes that cannot follow).
+    fn read_failed(&mut self, who: Ticket, errno: i32) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conns[who.slot as usize]
+            .as_mut()
+            .expect("live connection");
+        let tx = c.tx.as_ref().expect("response in progress");
+        let answered = tx.progress() == 0;
+        read_failed(errno, answered);
+        if !answered {
+            self.close(who);
+            return;
+        }
+        self.mover.release(&mut c.st);
+        c.tx = None;
+        let resp = c.session.body_failed(&cfg, errno);
+        self.start_tx(who, resp, None);
     }
 
     fn finish_tx(&mut self, who: Ticket) {

@@ -8,7 +8,7 @@ use io_uring::{opcode, types};
 use super::ring::Op;
 use super::{Ahead, Phase, Tx, Worker, HEAD_RESERVE};
 use crate::backend::epoll::{self, Stop};
-use crate::backend::truncated;
+use crate::backend::{read_failed, truncated};
 use crate::fs;
 
 /// Sets `O_DIRECT` on a response's own descriptor; if the file system has
@@ -127,9 +127,12 @@ impl Worker {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let tx = c.tx.as_mut().expect("response in progress");
         if res < 0 || (res as usize) < a.skip + a.want {
-            // A short read: the file shrank (see on_read).
+            // A short read: the file shrank (see on_read). A read-ahead
+            // follows bytes already sent: either way the connection goes.
             if res >= 0 {
                 truncated();
+            } else {
+                read_failed(-res, false);
             }
             self.abort(slot);
             return;
@@ -176,7 +179,11 @@ impl Worker {
         if short {
             truncated();
         }
-        if res <= 0 || short {
+        if res < 0 && !short {
+            self.body_read_failed(slot, -res);
+            return;
+        }
+        if res == 0 || short {
             self.abort(slot);
             return;
         }
@@ -251,6 +258,30 @@ impl Worker {
         self.pump(slot);
     }
 
+    /// A `READ` of the body failed with `errno` (EIO from a bad sector,
+    /// say). If no byte of the response is out (the head goes with the
+    /// first chunk's bytes), the session's 500 (or 503) goes in its place
+    /// and the connection stays usable; otherwise it is dropped, since the
+    /// head promised bytes that cannot follow.
+    pub(super) fn body_read_failed(&mut self, slot: u32, errno: i32) {
+        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let tx = c.tx.as_ref().expect("response in progress");
+        let answered = tx.head_sent == 0 && tx.body_sent == 0 && !tx.head_in_buf;
+        read_failed(errno, answered);
+        if !answered {
+            self.abort(slot);
+            return;
+        }
+        debug_assert!(tx.ahead.is_none(), "read-ahead before anything was sent");
+        self.release_tx(slot);
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        c.tx = None;
+        c.file = None;
+        let resp = c.session.body_failed(&cfg, errno);
+        self.start_tx(slot, resp);
+    }
+
     /// Waits in the ring for the page at the response's next byte: a
     /// one-page buffered `READ`, which completes when that page is uptodate
     /// (by task work, no io-wq thread, when readahead is already reading it;
@@ -278,8 +309,12 @@ impl Worker {
         }
         if res <= 0 {
             // EOF where the response still promised bytes: the file shrank.
+            // A page wait follows the first chunk's bytes: either way the
+            // connection goes.
             if res == 0 {
                 truncated();
+            } else {
+                read_failed(-res, false);
             }
             self.abort(slot);
             return;
