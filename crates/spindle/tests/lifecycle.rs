@@ -427,3 +427,74 @@ fn a_file_truncated_while_sent_is_cut_short_not_padded() {
         assert_eq!(get(&srv, "/f4096").body, root.read("f4096"), "{b}");
     }
 }
+
+/// A burst of resets (a load balancer restarting, a client killed): 900 open
+/// connections (under the usual 1,024-descriptor soft limit of the test process)
+/// all reset at once (SO_LINGER 0). The worker must close them all and
+/// then be idle: no accept storm, no loop over dead sockets, and the next request is
+/// served.
+#[test]
+fn a_burst_of_resets_leaves_the_worker_idle() {
+    const CONNS: usize = 900;
+    for b in backends() {
+        let root = DocRoot::new(false);
+        let mut server = Server::start(&b, &root.dir, &["--workers", "1"]);
+        let pid = server.child.id();
+        let fds = || {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .count()
+        };
+        let idle_fds = fds();
+        let conns: Vec<TcpStream> = (0..CONNS)
+            .map(|_| TcpStream::connect(server.addr).unwrap())
+            .collect();
+        let t0 = Instant::now();
+        while fds() < idle_fds + CONNS {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{b}: the server took in {} of {CONNS} connections",
+                fds() - idle_fds
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        for s in conns {
+            // SAFETY: a live socket and a pointer to a live `linger` of the size given.
+            let rc = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&s),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&linger as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0);
+            drop(s); // close with linger 0: a RST
+        }
+        let t0 = Instant::now();
+        while fds() > idle_fds {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{b}: {} of {CONNS} reset connections still open after 10 s",
+                fds() - idle_fds
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let before = cpu_ticks(pid);
+        std::thread::sleep(Duration::from_secs(1));
+        let used = cpu_ticks(pid) - before;
+        // 1 s of wall time; a worker spinning on dead sockets burns ~100 ticks.
+        assert!(
+            used < 20,
+            "{b}: the server used {used} ticks of CPU in the second after the resets"
+        );
+        let r = get(&server, "/f1");
+        assert_eq!(r.status, 200, "{b}: not serving after the resets");
+        server.terminate();
+    }
+}
