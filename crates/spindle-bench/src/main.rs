@@ -1,5 +1,6 @@
-//! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`) and a
-//! thin dispatcher over the other benchmark crates (`pipetest`, `naio`, `slowdisk`).
+//! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`), the
+//! `soak`, and a thin dispatcher over the other benchmark crates (`pipetest`, `naio`,
+//! `slowdisk`).
 //!
 //! The binary also carries the server and the load generator as hidden subcommands
 //! (`__spindle` runs `spindle`, `__load` runs `spindle-load`), so the harness needs no
@@ -13,6 +14,7 @@ mod idle;
 mod large;
 mod report;
 mod servers;
+mod soak;
 mod sys;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +44,8 @@ enum Command {
     Hot(hot::HotArgs),
     /// Throughput and server RSS as idle keep-alive connections grow.
     Idle(idle::IdleArgs),
+    /// Mixed traffic for a long time: RSS, descriptors and CQ overflows must stay flat.
+    Soak(soak::SoakArgs),
 }
 
 fn main() {
@@ -62,6 +66,7 @@ fn main() {
         Command::Large(a) => large::run(a),
         Command::Hot(a) => hot::run(a),
         Command::Idle(a) => idle::run(a),
+        Command::Soak(a) => soak::run(a),
     };
     if let Err(e) = result {
         eprintln!("spindle-bench: error: {e:#}");

@@ -395,6 +395,13 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
         lines[lines.len().saturating_sub(5)..].join(" | ")
     }
 
+    /// False once the server's main process has exited.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     pub fn cpu_seconds(&self) -> f64 {
         sys::group_cpu_seconds(self.pgid)
     }
