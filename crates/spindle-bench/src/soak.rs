@@ -59,6 +59,10 @@ pub struct SoakArgs {
     /// Minutes per server.
     #[arg(long, default_value_t = 60.0)]
     pub minutes: f64,
+    /// Minutes for each server after the first (default: --minutes); e.g. an hour of
+    /// io-uring, then shorter runs of the seed backends.
+    #[arg(long)]
+    pub minutes_after_first: Option<f64>,
     /// Scenarios started per second (each on its own connection).
     #[arg(long, default_value_t = 200)]
     pub rate: u32,
@@ -643,7 +647,7 @@ struct Outcome {
     verdict: Vec<String>,
 }
 
-fn soak_one(a: &SoakArgs, server: &Server, seed: u64) -> Result<Outcome> {
+fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Outcome> {
     let root = std::env::temp_dir().join(format!(
         "spindle-soak-{}-{}",
         std::process::id(),
@@ -704,7 +708,7 @@ fn soak_one(a: &SoakArgs, server: &Server, seed: u64) -> Result<Outcome> {
     let total: u32 = MIX.iter().map(|m| m.1).sum();
     let mut rng = SmallRng::seed_from_u64(seed);
     let t0 = Instant::now();
-    let run_for = Duration::from_secs_f64(a.minutes * 60.0);
+    let run_for = Duration::from_secs_f64(minutes * 60.0);
     let interval = Duration::from_secs_f64(1.0 / a.rate.max(1) as f64);
     let mut next = t0;
     let mut next_sample = t0;
@@ -816,8 +820,13 @@ fn soak_one(a: &SoakArgs, server: &Server, seed: u64) -> Result<Outcome> {
 }
 
 pub fn run(a: SoakArgs) -> Result<()> {
-    if !a.minutes.is_finite() || a.minutes <= 0.0 {
-        bail!("--minutes must be more than 0");
+    for m in [Some(a.minutes), a.minutes_after_first]
+        .into_iter()
+        .flatten()
+    {
+        if !m.is_finite() || m <= 0.0 {
+            bail!("--minutes and --minutes-after-first must be more than 0, got {m}");
+        }
     }
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -825,16 +834,20 @@ pub fn run(a: SoakArgs) -> Result<()> {
             .map_or(1, |d| d.as_nanos() as u64)
     });
     let mut outcomes = Vec::new();
-    for name in &a.servers {
+    for (i, name) in a.servers.iter().enumerate() {
+        let minutes = match a.minutes_after_first {
+            Some(m) if i > 0 => m,
+            _ => a.minutes,
+        };
         let server = Server::parse(name)?;
         if !matches!(server, Server::Spindle(_)) {
             bail!("soak runs spindle's backends only (got {name})");
         }
         eprintln!(
-            "soak: {name} for {} min at {} scenarios/s, seed {seed}",
-            a.minutes, a.rate
+            "soak: {name} for {minutes} min at {} scenarios/s, seed {seed}",
+            a.rate
         );
-        let o = soak_one(&a, &server, seed).with_context(|| format!("soaking {name}"))?;
+        let o = soak_one(&a, &server, minutes, seed).with_context(|| format!("soaking {name}"))?;
         eprintln!(
             "soak: {name}: {} requests, {} errors, RSS {} -> {} KiB, fds {} -> {}: {}",
             o.requests,
