@@ -65,6 +65,8 @@ pub struct Config {
     pub progress_interval: Duration,
     pub max_in_flight: u64,
     pub no_progress_bar: bool,
+    /// Certificates, verification and resumption for `https://` URLs.
+    pub tls: crate::tls::TlsOptions,
 }
 
 #[derive(Debug, PartialEq)]
@@ -80,6 +82,7 @@ usage:  spindle-load [-checksum] [-throttle] [-proxy host:port] [-verbose] [-tim
             -fetches N | -seconds N
             [--keepalive] [--latency] [--cpu] [--cpu-interval SECS] [--idle N]
             [--json FILE] [--threads N] [--interval SECS] [--max-in-flight N] [--no-progress]
+            [--cacert FILE] [--insecure] [--no-resume]
             url_file
 One start specifier, either -parallel or -rate, is required.
 One end specifier, either -fetches or -seconds, is required.
@@ -108,6 +111,10 @@ a prefix that fits several flags means the first of: -checksum -throttle
   --interval SECS  period of the -verbose progress line (default 60)
   --max-in-flight N  cap on fetches in flight in -rate mode (default 10000)
   --no-progress    no progress bar even on a terminal
+  --cacert FILE    https: trust the certificates in this PEM file (default: the
+                   system's, /etc/ssl/certs/ca-certificates.crt)
+  --insecure       https: accept any server certificate (a self-signed test server)
+  --no-resume      https: no session resumption, every connection a full handshake
 ";
 
 /// A usage error: one line, exit status 2.
@@ -150,6 +157,9 @@ const LONG_FLAGS: &[(&str, bool)] = &[
     ("--interval", true),
     ("--max-in-flight", true),
     ("--no-progress", false),
+    ("--cacert", true),
+    ("--insecure", false),
+    ("--no-resume", false),
     ("--help", false),
     ("--version", false),
 ];
@@ -229,6 +239,7 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, UsageError> {
     let mut interval = None;
     let mut max_in_flight = None;
     let mut no_progress = false;
+    let mut tls = crate::tls::TlsOptions::default();
     let mut positional: Vec<String> = Vec::new();
 
     let mut i = 0;
@@ -278,6 +289,14 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, UsageError> {
                     max_in_flight = Some(parse_count(flag, &value, 1, MAX_CONNECTIONS)?)
                 }
                 "--no-progress" => no_progress = true,
+                "--cacert" => {
+                    if value.is_empty() {
+                        return err("--cacert needs a file name");
+                    }
+                    tls.cacert = Some(PathBuf::from(value))
+                }
+                "--insecure" => tls.insecure = true,
+                "--no-resume" => tls.no_resume = true,
                 "--help" => return Ok(Command::Help),
                 "--version" => return Ok(Command::Version),
                 _ => unreachable!("every long flag is handled"),
@@ -413,5 +432,6 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, UsageError> {
         progress_interval: Duration::from_secs_f64(interval.unwrap_or(DEFAULT_PROGRESS_SECS)),
         max_in_flight: max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
         no_progress_bar: no_progress,
+        tls,
     })))
 }

@@ -44,6 +44,8 @@ pub struct Target {
     pub request_close: Box<[u8]>,
     /// Request for a persistent connection.
     pub request_keepalive: Box<[u8]>,
+    /// `https://`: the TLS server name (SNI and certificate check).
+    pub tls_name: Option<String>,
 }
 
 /// Build the two requests for a URL. With a proxy, the request line carries
@@ -69,6 +71,8 @@ pub struct Plan {
     pub timeout: Duration,
     pub fetch_limit: Option<u64>,
     pub seconds: Option<Duration>,
+    /// The client configuration of every `https://` connection.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 /// What the threads share and the monitor reads.
@@ -161,6 +165,34 @@ struct Conn {
     /// further edge will come.
     peer_closed: bool,
     throttle_bytes: u64,
+    /// `https://`: the TLS session the socket's bytes go through.
+    tls: Option<Box<crate::tls::Tls>>,
+}
+
+impl Conn {
+    /// Request bytes to the socket (through TLS for https).
+    fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+        match &mut self.tls {
+            None => sys::send(self.fd.as_raw_fd(), data),
+            Some(t) => t.send(self.fd.as_raw_fd(), data),
+        }
+    }
+
+    /// Response bytes from the socket (plaintext, for https).
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match &mut self.tls {
+            None => sys::recv(self.fd.as_raw_fd(), buf),
+            Some(t) => t.recv(self.fd.as_raw_fd(), buf),
+        }
+    }
+
+    /// TLS records not yet on the socket: `Ok(true)` when there are none.
+    fn flush(&mut self) -> io::Result<bool> {
+        match &mut self.tls {
+            None => Ok(true),
+            Some(t) => t.flush(self.fd.as_raw_fd()),
+        }
+    }
 }
 
 struct Slot {
@@ -302,14 +334,31 @@ impl<'a> Worker<'a> {
             Some(self.plan.sips[self.rng.random_range(0..self.plan.sips.len())])
         };
         let now = Instant::now();
-        let (fd, connected) =
-            sys::connect_nonblocking(&self.plan.targets[url].addr, source, self.plan.keepalive)?;
+        // Nagle off for keep-alive (a request must not wait for the last
+        // response's ACK) and for TLS (the handshake's flights are several
+        // writes; Nagle would hold one back for a delayed ACK, 40 ms).
+        let tls_target = self.plan.targets[url].tls_name.is_some();
+        let (fd, connected) = sys::connect_nonblocking(
+            &self.plan.targets[url].addr,
+            source,
+            self.plan.keepalive || tls_target,
+        )?;
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
                 self.slots.push(Slot { gen: 0, conn: None });
                 self.slots.len() - 1
             }
+        };
+        let tls = match (&self.plan.targets[url].tls_name, &self.plan.tls) {
+            (Some(name), Some(cfg)) => match crate::tls::Tls::new(cfg, name) {
+                Ok(t) => Some(Box::new(t)),
+                Err(e) => {
+                    self.free.push(slot);
+                    return Err(e);
+                }
+            },
+            _ => None,
         };
         let gen = self.slots[slot].gen;
         if let Err(e) = self.ep.add(fd.as_raw_fd(), token(slot, gen)) {
@@ -334,6 +383,7 @@ impl<'a> Worker<'a> {
             saw_input: false,
             peer_closed: false,
             throttle_bytes: 0,
+            tls,
         });
         Ok((slot, connected))
     }
@@ -345,6 +395,13 @@ impl<'a> Worker<'a> {
             if c.role == Role::Idle && c.phase == Phase::Parked {
                 self.idle_open -= 1;
                 self.shared.idle_held.fetch_sub(1, Relaxed);
+            }
+            if c.role == Role::Fetch {
+                match c.tls.as_ref().and_then(|t| t.resumed()) {
+                    Some(true) => self.stats.tls_resumed += 1,
+                    Some(false) => self.stats.tls_full += 1,
+                    None => {}
+                }
             }
             drop(c); // closing the fd removes it from epoll
             s.gen = s.gen.wrapping_add(1);
@@ -448,9 +505,24 @@ impl<'a> Worker<'a> {
             &t.request_close
         };
         loop {
-            match sys::send(c.fd.as_raw_fd(), &req[c.sent..]) {
+            let sent = if c.sent < req.len() {
+                c.send(&req[c.sent..])
+            } else {
+                // TLS records still to write (the request is in them).
+                c.flush().and_then(|done| {
+                    if done {
+                        Ok(0)
+                    } else {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    }
+                })
+            };
+            match sent {
                 Ok(n) => {
                     c.sent += n;
+                    if c.sent == req.len() && c.tls.as_ref().is_some_and(|t| t.wants_write()) {
+                        continue;
+                    }
                     if c.sent == req.len() {
                         c.phase = Phase::Receiving;
                         c.last_activity = Instant::now();
@@ -505,7 +577,7 @@ impl<'a> Worker<'a> {
                 }
                 want = want.min(budget as usize);
             }
-            match sys::recv(c.fd.as_raw_fd(), &mut buf[..want]) {
+            match c.recv(&mut buf[..want]) {
                 Ok(0) => return Read::Eof,
                 Ok(n) => {
                     c.last_activity = now;
@@ -523,7 +595,9 @@ impl<'a> Worker<'a> {
                         Ok(Feed::Done { used }) => return Read::Done { extra: used < n },
                         Err(e) => return Read::Proto(e.to_string()),
                     }
-                    if n < want && !c.peer_closed {
+                    // A short read drains a plain socket; TLS hands out a record
+                    // at a time, so it reads on until WouldBlock.
+                    if n < want && !c.peer_closed && c.tls.is_none() {
                         return Read::Pending;
                     }
                 }
@@ -745,6 +819,13 @@ impl<'a> Worker<'a> {
                 }
             }
             Phase::Receiving => {
+                if output && c.tls.as_ref().is_some_and(|t| t.wants_write()) {
+                    // Handshake records the socket could not take while reading.
+                    if let Err(e) = c.flush() {
+                        self.fail(slot, errmsg(&e), true);
+                        return;
+                    }
+                }
                 if input {
                     self.on_readable(slot);
                 }
@@ -761,10 +842,11 @@ impl<'a> Worker<'a> {
     /// Input on a parked connection: the server closed it (or sent junk).
     fn parked_input(&mut self, slot: usize) {
         let c = self.conn(slot);
-        let fd = c.fd.as_raw_fd();
         let role = c.role;
         let mut b = [0u8; 512];
-        match sys::recv(fd, &mut b) {
+        // Over TLS this is also where TLS 1.3 session tickets arrive after the
+        // handshake: they give no plaintext (WouldBlock) and keep the connection.
+        match c.recv(&mut b) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             _ => {}
         }

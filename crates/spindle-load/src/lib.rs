@@ -12,4 +12,5 @@ pub mod run;
 pub mod stats;
 pub mod sys;
 pub mod sysstat;
+pub mod tls;
 pub mod urls;

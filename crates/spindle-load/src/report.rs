@@ -32,6 +32,8 @@
 //! timeouts, errors, bad_bytes, bad_checksums
 //! reconnects        keep-alive connections the server closed (a new one is opened
 //!                   if fetches remain)
+//! tls               {full, resumed}: https connections by TLS handshake kind
+//!                   (both 0 for http)
 //! idle              {requested, held_at_start, held_at_end, dropped, errors}
 //! client_cpu        {user_secs, system_secs}: CPU the load generator's worker
 //!                   threads used during the measured run (getrusage
@@ -156,9 +158,17 @@ pub struct Summary {
     pub bad_bytes: u64,
     pub bad_checksums: u64,
     pub reconnects: u64,
+    pub tls: TlsSummary,
     pub idle: IdleSummary,
     pub client_cpu: ClientCpu,
     pub cpu: Option<CpuReport>,
+}
+
+/// https connections by the kind of TLS handshake they made.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TlsSummary {
+    pub full: u64,
+    pub resumed: u64,
 }
 
 /// CPU seconds of the load generator's own worker threads during the run.
@@ -206,6 +216,12 @@ pub fn http_load_report(s: &Summary) -> String {
     }
     if s.timeouts != 0 {
         out.push_str(&format!("{} timeouts\n", s.timeouts));
+    }
+    if s.tls.full + s.tls.resumed != 0 {
+        out.push_str(&format!(
+            "TLS handshakes: {} full, {} resumed\n",
+            s.tls.full, s.tls.resumed
+        ));
     }
     if s.config.checksum {
         if s.bad_checksums != 0 {

@@ -48,6 +48,12 @@ pub fn prepare(cfg: &Config) -> Result<Plan, RunError> {
     let mut resolver = Resolver::new();
     let mut targets = Vec::with_capacity(urls.len());
     for u in &urls {
+        if u.tls && cfg.proxy.is_some() {
+            return Err(RunError::Input(format!(
+                "https through -proxy is not supported: {}",
+                u.text
+            )));
+        }
         let addr = match &cfg.proxy {
             Some((h, p)) => resolver.resolve(h, *p),
             None => resolver.resolve(&u.host, u.port),
@@ -70,8 +76,14 @@ pub fn prepare(cfg: &Config) -> Result<Plan, RunError> {
             addr,
             request_close,
             request_keepalive,
+            tls_name: u.tls.then(|| u.host.clone()),
         });
     }
+    let tls = if targets.iter().any(|t| t.tls_name.is_some()) {
+        Some(crate::tls::client_config(&cfg.tls).map_err(RunError::Input)?)
+    } else {
+        None
+    };
     Ok(Plan {
         targets,
         sips,
@@ -87,6 +99,7 @@ pub fn prepare(cfg: &Config) -> Result<Plan, RunError> {
             End::Seconds(s) => Some(Duration::from_secs_f64(s)),
             End::Fetches(_) => None,
         },
+        tls,
     })
 }
 
@@ -346,6 +359,10 @@ pub fn run(cfg: &Config) -> Result<Summary, RunError> {
         bad_bytes: stats.bad_bytes,
         bad_checksums: stats.bad_checksums,
         reconnects: stats.reconnects,
+        tls: crate::report::TlsSummary {
+            full: stats.tls_full,
+            resumed: stats.tls_resumed,
+        },
         idle: IdleSummary {
             requested: cfg.idle,
             held_at_start: stats.idle_held_at_start,

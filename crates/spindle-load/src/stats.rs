@@ -73,6 +73,9 @@ pub struct Stats {
     pub bad_checksums: u64,
     /// Keep-alive connections the server closed (or asked to close).
     pub reconnects: u64,
+    /// https: connections whose TLS handshake was a full one, and resumed ones.
+    pub tls_full: u64,
+    pub tls_resumed: u64,
     /// Idle connections held when the measured run started.
     pub idle_held_at_start: u64,
     /// Idle connections still held when the run ended.
@@ -108,6 +111,8 @@ impl Stats {
             bad_bytes: 0,
             bad_checksums: 0,
             reconnects: 0,
+            tls_full: 0,
+            tls_resumed: 0,
             idle_held_at_start: 0,
             idle_held_at_end: 0,
             idle_dropped: 0,
@@ -131,6 +136,8 @@ impl Stats {
         self.bad_bytes += o.bad_bytes;
         self.bad_checksums += o.bad_checksums;
         self.reconnects += o.reconnects;
+        self.tls_full += o.tls_full;
+        self.tls_resumed += o.tls_resumed;
         self.idle_held_at_start += o.idle_held_at_start;
         self.idle_held_at_end += o.idle_held_at_end;
         self.idle_dropped += o.idle_dropped;

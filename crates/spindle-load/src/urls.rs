@@ -1,4 +1,4 @@
-//! The URL file (one `http://` URL per line) and the source-IP file.
+//! The URL file (one `http://` or `https://` URL per line) and the source-IP file.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -20,17 +20,20 @@ pub struct Url {
     pub port: u16,
     /// Path and query, always starting with `/`.
     pub path: String,
+    /// `https://`: the connection speaks TLS (see tls.rs).
+    pub tls: bool,
 }
 
 impl Url {
-    /// The `Host:` header value: the host, with the port unless it is 80.
+    /// The `Host:` header value: the host, with the port unless it is the scheme's
+    /// default (80, or 443 for https).
     pub fn host_header(&self) -> String {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == if self.tls { 443 } else { 80 } {
             host
         } else {
             format!("{host}:{}", self.port)
@@ -38,23 +41,19 @@ impl Url {
     }
 }
 
-/// Parse one `http://host[:port][/path]` URL.
+/// Parse one `http://host[:port][/path]` or `https://...` URL.
 pub fn parse_url(s: &str) -> Result<Url, String> {
     if s.len() > MAX_URL_LEN {
         return Err(format!("URL longer than {MAX_URL_LEN} bytes"));
     }
     let lower = s.get(..8).unwrap_or(s).to_ascii_lowercase();
-    if lower.starts_with("https://") {
+    let tls = lower.starts_with("https://");
+    if !tls && !lower.starts_with("http://") {
         return Err(format!(
-            "https:// URLs are not supported (spindle-load has no TLS): {s}"
+            "cannot parse URL (want http://host[:port]/path or https://...): {s}"
         ));
     }
-    if !lower.starts_with("http://") {
-        return Err(format!(
-            "cannot parse URL (want http://host[:port]/path): {s}"
-        ));
-    }
-    let rest = &s[7..];
+    let rest = &s[if tls { 8 } else { 7 }..];
     if rest.contains(|c: char| c.is_whitespace() || c.is_control()) {
         return Err(format!(
             "cannot parse URL (white space or control character in it): {s}"
@@ -94,6 +93,7 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
         return Err(format!("cannot parse URL (no host): {s}"));
     }
     let port = match port {
+        None if tls => 443,
         None => 80,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 => n,
@@ -105,6 +105,7 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
         host: host.to_string(),
         port,
         path,
+        tls,
     })
 }
 
@@ -238,8 +239,24 @@ mod tests {
         ] {
             assert!(parse_url(bad).is_err(), "{bad} should not parse");
         }
-        let e = parse_url("https://example/").unwrap_err();
-        assert!(e.contains("not supported"), "{e}");
+        assert!(parse_url("https://").is_err());
+    }
+
+    #[test]
+    fn parses_https_urls() {
+        let u = parse_url("https://example/a").unwrap();
+        assert!(u.tls);
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("example", 443, "/a")
+        );
+        assert_eq!(u.host_header(), "example");
+        let u = parse_url("HTTPS://127.0.0.1:8443").unwrap();
+        assert_eq!((u.port, u.host_header().as_str()), (8443, "127.0.0.1:8443"));
+        // 443 is no default for plain http, nor 80 for https.
+        assert_eq!(parse_url("http://h:443/").unwrap().host_header(), "h:443");
+        assert_eq!(parse_url("https://h:80/").unwrap().host_header(), "h:80");
+        assert!(!parse_url("http://h/").unwrap().tls);
     }
 
     #[test]

@@ -213,9 +213,30 @@ fn bad_input_exits_2_with_one_line() {
         "junk:1: cannot parse URL",
     );
     let tls = write_file(d, "tls", "https://127.0.0.1/\n");
+    let missing = d.join("no-such-ca.pem");
     exits_2(
-        &["-p", "1", "-f", "1", tls.to_str().unwrap()],
-        "https:// URLs are not supported",
+        &[
+            "-p",
+            "1",
+            "-f",
+            "1",
+            "--cacert",
+            missing.to_str().unwrap(),
+            tls.to_str().unwrap(),
+        ],
+        "cannot read certificates from",
+    );
+    exits_2(
+        &[
+            "-p",
+            "1",
+            "-f",
+            "1",
+            "-proxy",
+            "h:8080",
+            tls.to_str().unwrap(),
+        ],
+        "https through -proxy is not supported",
     );
     let nothing = write_file(d, "nothing", "");
     exits_2(

@@ -58,6 +58,7 @@ fn summary() -> Summary {
         bad_bytes: 0,
         bad_checksums: 0,
         reconnects: 0,
+        tls: Default::default(),
         idle: IdleSummary::default(),
         client_cpu: ClientCpu::default(),
         cpu: None,
@@ -205,6 +206,7 @@ fn json_has_the_documented_fields() {
         "bad_bytes",
         "bad_checksums",
         "reconnects",
+        "tls",
         "idle",
         "cpu",
     ] {
