@@ -283,12 +283,20 @@ impl<'a> Worker<'a> {
         })
     }
 
+    /// An error line on stderr (the first MAX_ERROR_LINES). Written, not
+    /// `eprintln!`ed: a closed stderr (`spindle-load ... 2>&1 | head`) must not
+    /// panic a worker thread and leave the run waiting for it forever.
     fn note(&self, url: usize, msg: &str) {
+        use std::io::Write;
         let n = self.shared.error_lines.fetch_add(1, Relaxed);
+        let mut err = io::stderr().lock();
         if n < MAX_ERROR_LINES {
-            eprintln!("{}: {}", self.plan.targets[url].text, msg);
+            let _ = writeln!(err, "{}: {}", self.plan.targets[url].text, msg);
         } else if n == MAX_ERROR_LINES {
-            eprintln!("spindle-load: more errors follow; not printing them (see the counts)");
+            let _ = writeln!(
+                err,
+                "spindle-load: more errors follow; not printing them (see the counts)"
+            );
         }
     }
 

@@ -135,9 +135,14 @@ fn echo(cfg: &Config, plan: &Plan) -> ConfigEcho {
 
 /// Print to stderr without tearing the progress bar.
 fn status_line(pb: &Option<ProgressBar>, text: &str) {
+    use std::io::Write;
+    // Not eprint!: a closed stderr must not panic the monitor.
+    let put = || {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    };
     match pb {
-        Some(pb) => pb.suspend(|| eprint!("{text}")),
-        None => eprint!("{text}"),
+        Some(pb) => pb.suspend(put),
+        None => put(),
     }
 }
 
