@@ -32,3 +32,4 @@ pub mod memory;
 pub mod net;
 pub mod recent;
 pub mod server;
+pub mod tls;

@@ -1,0 +1,229 @@
+//! TLS settings: the certificates (several, chosen by SNI, the first the
+//! default), protocol versions, ALPN and session resumption, built into one
+//! rustls [`ServerConfig`] that every worker shares, so that the ticket keys
+//! and the session cache are shared too.
+//!
+//! rustls does no I/O: a backend hands it the socket's bytes and sends the
+//! records it produces, so the io_uring worker keeps owning every socket and
+//! file operation (issue 19). This module only loads and checks what the
+//! connections will use; it is pure setup, run once at start (and on reload).
+//!
+//! Choices, and why:
+//! - TLS 1.3 and 1.2 only. rustls has no RSA key exchange, no CBC and no
+//!   TLS 1.1 or older at all: every TLS 1.2 suite it offers is ECDHE with an
+//!   AEAD, which is what Mozilla's "intermediate" profile asks of nginx.
+//! - The *ring* provider for now: it builds with a C compiler alone. aws-lc-rs
+//!   is to be measured against it before the first benchmark (issue 19).
+//! - Resumption both ways: a stateful cache of [`SESSION_CACHE_ENTRIES`]
+//!   (TLS 1.2 session IDs) and tickets whose keys rotate every 6 hours
+//!   (rustls's `Ticketer`), like nginx's `ssl_session_cache shared` plus
+//!   `ssl_session_tickets on`.
+//! - ALPN offers `http/1.1` only (HTTP/2 is a later step).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+
+/// Sessions the stateful resumption cache remembers (shared by all workers).
+pub const SESSION_CACHE_ENTRIES: usize = 16_384;
+/// Most certificates one server may hold.
+pub const MAX_CERTIFICATES: usize = 1_024;
+/// Largest certificate chain or key file read.
+pub const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// One certificate: the host names it serves (empty for the default, which
+/// then answers every name), and its PEM files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertSpec {
+    pub names: Vec<String>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The provider every TLS object of the server uses.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Loads and checks the certificates and keys and builds the configuration.
+/// Errors are one line naming the file and what to do.
+pub fn server_config(specs: &[CertSpec]) -> Result<Arc<ServerConfig>, String> {
+    if specs.is_empty() {
+        return Err("TLS needs a certificate: give --tls-cert FILE and --tls-key FILE".into());
+    }
+    if specs.len() > MAX_CERTIFICATES {
+        return Err(format!(
+            "{} certificates; at most {MAX_CERTIFICATES}",
+            specs.len()
+        ));
+    }
+    let provider = provider();
+    let mut entries = Vec::with_capacity(specs.len());
+    for s in specs {
+        entries.push((
+            s.names.iter().map(|n| n.to_ascii_lowercase()).collect(),
+            Arc::new(certified_key(s, &provider)?),
+        ));
+    }
+    let mut cfg = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(BySni { entries }));
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES);
+    cfg.ticketer =
+        rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
+    Ok(Arc::new(cfg))
+}
+
+fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("{what} {}: {e}", path.display()))?
+        .len();
+    if len > MAX_PEM_BYTES {
+        return Err(format!(
+            "{what} {}: {len} bytes; a PEM file of more than {MAX_PEM_BYTES} is not a certificate or key",
+            path.display()
+        ));
+    }
+    std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))
+}
+
+/// The chain and key of one spec, checked to belong together.
+fn certified_key(s: &CertSpec, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+    let pem = read_pem(&s.cert, "certificate")?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("certificate {}: {e}", s.cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "certificate {}: no PEM certificate in it (BEGIN CERTIFICATE)",
+            s.cert.display()
+        ));
+    }
+    let pem = read_pem(&s.key, "key")?;
+    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        format!(
+            "key {}: no PEM private key in it ({e}); PKCS#8, PKCS#1 (RSA) and SEC1 (EC) are read",
+            s.key.display()
+        )
+    })?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "key {} does not belong to certificate {}",
+            s.key.display(),
+            s.cert.display()
+        ),
+        e => format!("key {}: {e}", s.key.display()),
+    })
+}
+
+/// Chooses the certificate by the ClientHello's server name: an exact name,
+/// then a `*.` wildcard for one label, then the first certificate.
+#[derive(Debug)]
+struct BySni {
+    entries: Vec<(Vec<String>, Arc<CertifiedKey>)>,
+}
+
+impl BySni {
+    fn pick(&self, name: Option<&str>) -> Option<Arc<CertifiedKey>> {
+        if let Some(name) = name.map(str::to_ascii_lowercase) {
+            let wild = name.split_once('.').map(|(_, rest)| format!("*.{rest}"));
+            for want in std::iter::once(Some(&name))
+                .chain(std::iter::once(wild.as_ref()))
+                .flatten()
+            {
+                if let Some((_, k)) = self
+                    .entries
+                    .iter()
+                    .find(|(names, _)| names.iter().any(|n| n == want))
+                {
+                    return Some(k.clone());
+                }
+            }
+        }
+        self.entries.first().map(|(_, k)| k.clone())
+    }
+}
+
+impl ResolvesServerCert for BySni {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.pick(hello.server_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/tls")
+            .join(name)
+    }
+
+    fn spec(names: &[&str], kind: &str) -> CertSpec {
+        CertSpec {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            cert: data(&format!("{kind}.pem")),
+            key: data(&format!("{kind}.key")),
+        }
+    }
+
+    #[test]
+    fn every_key_type_loads() {
+        for kind in ["p256", "p384", "rsa", "ed25519"] {
+            server_config(&[spec(&[], kind)]).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+    }
+
+    #[test]
+    fn bad_files_give_one_line_naming_them() {
+        let pair = |cert: &str, key: &str| CertSpec {
+            names: vec![],
+            cert: data(cert),
+            key: data(key),
+        };
+        let cases = [
+            (
+                vec![pair("p256.pem", "p384.key")],
+                "does not belong to certificate",
+            ),
+            (vec![pair("p256.key", "p256.pem")], "no PEM certificate"),
+            (vec![pair("nope.pem", "p256.key")], "nope.pem"),
+            (vec![pair("p256.pem", "nope.key")], "key "),
+            (vec![], "--tls-cert"),
+        ];
+        for (specs, want) in cases {
+            let e = server_config(&specs).unwrap_err();
+            assert!(e.contains(want), "{specs:?}: {e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+
+    #[test]
+    fn sni_picks_exact_then_wildcard_then_the_first() {
+        let p = provider();
+        let key = |kind: &str| Arc::new(certified_key(&spec(&[], kind), &p).unwrap());
+        let (a, b, c) = (key("p256"), key("rsa"), key("ed25519"));
+        let r = BySni {
+            entries: vec![
+                (vec![], a.clone()),
+                (vec!["rsa.test".into()], b.clone()),
+                (vec!["*.example.org".into()], c.clone()),
+            ],
+        };
+        assert!(Arc::ptr_eq(&r.pick(Some("RSA.test")).unwrap(), &b));
+        assert!(Arc::ptr_eq(&r.pick(Some("www.example.org")).unwrap(), &c));
+        assert!(Arc::ptr_eq(&r.pick(Some("a.b.example.org")).unwrap(), &a));
+        assert!(Arc::ptr_eq(&r.pick(Some("other.test")).unwrap(), &a));
+        assert!(Arc::ptr_eq(&r.pick(None).unwrap(), &a));
+    }
+}
