@@ -72,6 +72,12 @@ pub struct SoakArgs {
     /// Idle keep-alive connections held beside the traffic.
     #[arg(long, default_value_t = 200)]
     pub idle: usize,
+    /// Serve the files through slowdisk with this share of reads failing with EIO
+    /// (0 to 1; needs root and /dev/fuse). Clients then also accept a 500, or a
+    /// body cut short after correct bytes, and count them; the churned files are
+    /// left alone (slowdisk mirrors a set that does not change).
+    #[arg(long, default_value_t = 0.0)]
+    pub fail_rate: f64,
     /// PRNG seed (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -134,6 +140,10 @@ struct Counts {
     skipped: AtomicU64,
     /// Connections refused or reset when they should not have been.
     connect_failures: AtomicU64,
+    /// With --fail-rate: a read failed before the head (a 500), or after it (a
+    /// correct prefix, then a close).
+    fault_500: AtomicU64,
+    fault_cut: AtomicU64,
 }
 
 struct Ctx {
@@ -144,9 +154,28 @@ struct Ctx {
     /// The first few error descriptions, for the report.
     first_errors: Mutex<Vec<String>>,
     stop: AtomicBool,
+    /// Disk faults are injected (--fail-rate).
+    faults: bool,
 }
 
 impl Ctx {
+    /// With faults injected, a 500 (the read failed before the head) or a body
+    /// cut short after correct bytes is what the server must do: counted, true.
+    fn fault(&self, r: &Reply, want: &[u8]) -> bool {
+        if !self.faults {
+            return false;
+        }
+        if r.status == 500 && !r.cut {
+            self.counts.fault_500.fetch_add(1, Relaxed);
+            return true;
+        }
+        if r.cut && r.body.len() < want.len() && r.body[..] == want[..r.body.len()] {
+            self.counts.fault_cut.fetch_add(1, Relaxed);
+            return true;
+        }
+        false
+    }
+
     fn error(&self, what: String) {
         self.counts.errors.fetch_add(1, Relaxed);
         let mut e = self.first_errors.lock().unwrap_or_else(|p| p.into_inner());
@@ -283,6 +312,12 @@ fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
                 send(&mut s, &get_req(STABLE[i].0, ""))?;
                 let r = read_reply(&mut s, false)?;
                 ctx.counts.requests.fetch_add(1, Relaxed);
+                if ctx.fault(&r, &ctx.stable[i]) {
+                    if r.cut {
+                        break;
+                    }
+                    continue;
+                }
                 if r.status != 200 || r.cut || r.body != ctx.stable[i] {
                     ctx.error(format!(
                         "GET /{}: status {} cut {} bytes {}",
@@ -324,6 +359,9 @@ fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
             )?;
             let r = read_reply(&mut s, false)?;
             ctx.counts.requests.fetch_add(1, Relaxed);
+            if ctx.fault(&r, &ctx.stable[i][a..=b]) {
+                return Ok(());
+            }
             if r.status != 206 || r.cut || r.body[..] != ctx.stable[i][a..=b] {
                 ctx.error(format!(
                     "Range {a}-{b} of /{}: status {} bytes {}",
@@ -338,6 +376,9 @@ fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
             let i = rng.random_range(0..STABLE.len());
             send(&mut s, &get_req(STABLE[i].0, ""))?;
             let r = read_reply(&mut s, false)?;
+            if ctx.fault(&r, &ctx.stable[i]) {
+                return Ok(());
+            }
             let Some(etag) = header(&r.head, "ETag").map(str::to_string) else {
                 ctx.error(format!("GET /{}: no ETag", STABLE[i].0));
                 return Ok(());
@@ -362,6 +403,12 @@ fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
             for &i in &picks {
                 let r = read_reply(&mut s, false)?;
                 ctx.counts.requests.fetch_add(1, Relaxed);
+                if ctx.fault(&r, &ctx.stable[i]) {
+                    if r.cut {
+                        break;
+                    }
+                    continue;
+                }
                 if r.status != 200 || r.body != ctx.stable[i] {
                     ctx.error(format!(
                         "pipelined /{}: status {} (out of order?)",
@@ -411,15 +458,30 @@ fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
         })(),
         Scenario::SlowReader => (|| {
             send(&mut s, &get_req("s-3m", ""))?;
+            ctx.counts.requests.fetch_add(1, Relaxed);
+            // The head first: a 500 (a fault before it) has a body of its own and
+            // keeps the connection, so nothing more would come.
+            let r = read_reply(&mut s, true)?;
+            if ctx.faults && r.status == 500 {
+                ctx.counts.fault_500.fetch_add(1, Relaxed);
+                return Ok(());
+            }
+            if r.status != 200 {
+                ctx.error(format!("slow reader: status {}", r.status));
+                return Ok(());
+            }
             let mut buf = vec![0u8; 64 * 1024];
             for _ in 0..10 {
                 if s.read(&mut buf)? == 0 {
-                    ctx.error("slow reader: the server closed a live download".into());
+                    if ctx.faults {
+                        ctx.counts.fault_cut.fetch_add(1, Relaxed);
+                    } else {
+                        ctx.error("slow reader: the server closed a live download".into());
+                    }
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            ctx.counts.requests.fetch_add(1, Relaxed);
             Ok(())
         })(),
         Scenario::Slowloris => (|| {
@@ -474,6 +536,9 @@ fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
                     if r.body.len() < r.length.unwrap_or(0) && !r.cut {
                         ctx.error(format!("/{f}: short body without a close"));
                     }
+                }
+                500 if ctx.faults => {
+                    ctx.counts.fault_500.fetch_add(1, Relaxed);
                 }
                 st => ctx.error(format!("/{f}: status {st}")),
             }
@@ -640,6 +705,8 @@ struct Outcome {
     stalls: u64,
     skipped: u64,
     connect_failures: u64,
+    fault_500: u64,
+    fault_cut: u64,
     first_errors: Vec<String>,
     crashed: bool,
     rss_growth_per_hour: f64,
@@ -668,8 +735,41 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
             content(seed + i as u64, CHURN_SIZE),
         )?;
     }
+    // With --fail-rate, the server reads the files through slowdisk (a fast model:
+    // the faults are the point, not the seeks), the daemon outside the server.
+    let faults = a.fail_rate > 0.0;
+    let disk = if faults {
+        let exe = std::env::current_exe()?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("slowdisk").stdout(std::process::Stdio::null());
+        let mut opts = slowdisk::MountOptions::new(
+            &root,
+            root.with_extension("mnt"),
+            root.with_extension("stats.json"),
+        );
+        opts.model = slowdisk::ModelArgs {
+            seek_ms: 0.2,
+            seek_min_ms: 0.05,
+            rpm: 60_000.0,
+            mbps: 2000.0,
+            ..slowdisk::ModelArgs::default()
+        };
+        opts.faults = slowdisk::FaultArgs {
+            fail_rate: a.fail_rate,
+            fault_seed: seed,
+            ..slowdisk::FaultArgs::default()
+        };
+        Some(
+            slowdisk::MountHandle::spawn(cmd, &opts)
+                .context("mounting slowdisk for --fail-rate")?,
+        )
+    } else {
+        None
+    };
     let setup = ServerSetup {
-        root: root.clone(),
+        root: disk
+            .as_ref()
+            .map_or(root.clone(), |d| d.mount_point().to_path_buf()),
         workers: 1,
         cpus: None,
         cgroup_procs: None,
@@ -684,6 +784,7 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
         counts: Counts::default(),
         first_errors: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
+        faults,
     });
     let (tx, rx) = mpsc::sync_channel::<(Scenario, u64)>(QUEUE);
     let rx = Arc::new(Mutex::new(rx));
@@ -697,7 +798,7 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
             run_scenario(&ctx, sc, &mut rng);
         }));
     }
-    {
+    if !faults {
         let ctx = ctx.clone();
         threads.push(std::thread::spawn(move || mutator(&ctx, seed)));
     }
@@ -759,6 +860,9 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
     }
     crashed |= !running.alive();
     running.stop()?;
+    if let Some(d) = disk {
+        d.stop().context("stopping slowdisk")?;
+    }
     let _ = std::fs::remove_dir_all(&root);
 
     // The last half of the run: the slope an unbounded growth would show.
@@ -811,6 +915,8 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
         stalls: c.stalls.load(Relaxed),
         skipped: c.skipped.load(Relaxed),
         connect_failures: c.connect_failures.load(Relaxed),
+        fault_500: c.fault_500.load(Relaxed),
+        fault_cut: c.fault_cut.load(Relaxed),
         first_errors,
         crashed,
         rss_growth_per_hour: rss_growth,
@@ -827,6 +933,12 @@ pub fn run(a: SoakArgs) -> Result<()> {
         if !m.is_finite() || m <= 0.0 {
             bail!("--minutes and --minutes-after-first must be more than 0, got {m}");
         }
+    }
+    if !(0.0..=1.0).contains(&a.fail_rate) {
+        bail!("--fail-rate must be from 0 to 1, got {}", a.fail_rate);
+    }
+    if a.fail_rate > 0.0 && (!sys::is_root() || !Path::new("/dev/fuse").exists()) {
+        bail!("--fail-rate serves the files through slowdisk (FUSE): run as root, with /dev/fuse");
     }
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -885,10 +997,18 @@ fn write_report(a: &SoakArgs, seed: u64, outcomes: &[Outcome]) -> Result<()> {
 `--header-timeout {HEADER_TIMEOUT_S}`. Growth is the least-squares slope over the last half of the run, per hour; \
 a run fails on growth above {:.0}% of the mean (at least {RSS_FLOOR_KIB:.0} KiB of RSS or {FDS_FLOOR:.0} descriptors), \
 a CQ overflow, a server exit or any failed client check; runs under {MIN_GROWTH_MINUTES:.0} minutes are not judged on growth \
-(warming up dominates them).\n\n\
-| server | minutes | requests | failed checks | stalls | skipped | RSS KiB start / end / max | RSS growth KiB/h | fds start / end / max | fds growth /h | CQ overflows | verdict |\n\
-|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---|\n",
-        a.rate, a.clients, a.idle, GROWTH_SHARE * 100.0
+(warming up dominates them).{}\n\n\
+| server | minutes | requests | failed checks | stalls | skipped | faults seen: 500 / cut | RSS KiB start / end / max | RSS growth KiB/h | fds start / end / max | fds growth /h | CQ overflows | verdict |\n\
+|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|---|\n",
+        a.rate, a.clients, a.idle, GROWTH_SHARE * 100.0,
+        if a.fail_rate > 0.0 {
+            format!(
+                " Files served through slowdisk with {:.1}% of reads failing (EIO, seeded): a client accepts a 500, or correct bytes cut short by a close, and counts it as a fault seen; the churned files stay still.",
+                a.fail_rate * 100.0
+            )
+        } else {
+            String::new()
+        }
     );
     for o in outcomes {
         let f = |g: &dyn Fn(&Sample) -> u64| {
@@ -900,13 +1020,15 @@ a CQ overflow, a server exit or any failed client check; runs under {MIN_GROWTH_
             )
         };
         md += &format!(
-            "| {} | {:.1} | {} | {} | {} | {} | {} | {:.0} | {} | {:.1} | {} | {} |\n",
+            "| {} | {:.1} | {} | {} | {} | {} | {} / {} | {} | {:.0} | {} | {:.1} | {} | {} |\n",
             o.name,
             o.seconds / 60.0,
             o.requests,
             o.errors,
             o.stalls,
             o.skipped,
+            o.fault_500,
+            o.fault_cut,
             f(&|s| s.rss_kib),
             o.rss_growth_per_hour,
             f(&|s| s.fds),
@@ -944,6 +1066,7 @@ a CQ overflow, a server exit or any failed client check; runs under {MIN_GROWTH_
         "command": cmd,
         "seed": seed,
         "rate": a.rate,
+        "fail_rate": a.fail_rate,
         "servers": outcomes.iter().map(|o| json!({
             "server": o.name,
             "seconds": o.seconds,
@@ -952,6 +1075,8 @@ a CQ overflow, a server exit or any failed client check; runs under {MIN_GROWTH_
             "stalls": o.stalls,
             "skipped": o.skipped,
             "connect_failures": o.connect_failures,
+            "fault_500": o.fault_500,
+            "fault_cut": o.fault_cut,
             "crashed": o.crashed,
             "scenarios": MIX.iter().zip(o.counts).map(|((sc, _), c)| (format!("{sc:?}"), c)).collect::<std::collections::BTreeMap<_, _>>(),
             "rss_growth_kib_per_hour": o.rss_growth_per_hour,
