@@ -2,9 +2,12 @@
 //! for the disk. Workers hand finished lines to a bounded channel; when
 //! the writer falls behind and the channel is full, lines are dropped and
 //! counted rather than stalling the server, and the count is reported.
+//!
+//! SIGUSR1 reopens the file (logrotate's `postrotate`, as nginx): the writer
+//! flushes whole lines to the old file, then opens the path again.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,6 +21,8 @@ pub const ACCESS_LOG_QUEUE_LINES: usize = 16_384;
 pub struct AccessLog {
     tx: Option<SyncSender<String>>,
     dropped: Arc<AtomicU64>,
+    /// Set by [`AccessLog::reopen`]; the writer opens the path again.
+    reopen: Arc<AtomicBool>,
 }
 
 impl AccessLog {
@@ -26,35 +31,38 @@ impl AccessLog {
         AccessLog {
             tx: None,
             dropped: Arc::new(AtomicU64::new(0)),
+            reopen: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Opens `target` (a path, or `-` for stdout) and starts the writer.
     pub fn open(target: &str) -> Result<(AccessLog, JoinHandle<()>), String> {
-        let out: Box<dyn Write + Send> = if target == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(target)
-                .map_err(|e| format!("cannot open access log {target}: {e}"))?;
-            Box::new(f)
-        };
+        let out = open_target(target)?;
         let (tx, rx) = mpsc::sync_channel(ACCESS_LOG_QUEUE_LINES);
         let dropped = Arc::new(AtomicU64::new(0));
-        let d2 = dropped.clone();
+        let reopen = Arc::new(AtomicBool::new(false));
+        let (d2, r2, t2) = (dropped.clone(), reopen.clone(), target.to_string());
         let handle = std::thread::Builder::new()
             .name("spindle-log".into())
-            .spawn(move || writer(rx, out, d2))
+            .spawn(move || writer(rx, out, d2, &r2, &t2))
             .map_err(|e| format!("cannot start the access log thread: {e}"))?;
         Ok((
             AccessLog {
                 tx: Some(tx),
                 dropped,
+                reopen,
             },
             handle,
         ))
+    }
+
+    /// Asks the writer to reopen the file (on SIGUSR1); never blocks.
+    pub fn reopen(&self) {
+        if let Some(tx) = &self.tx {
+            self.reopen.store(true, Ordering::Release);
+            // Wakes the writer; when the queue is full it is awake anyway.
+            let _ = tx.try_send(String::new());
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -74,10 +82,40 @@ impl AccessLog {
     }
 }
 
-fn writer(rx: Receiver<String>, out: Box<dyn Write + Send>, dropped: Arc<AtomicU64>) {
+/// The file (appended to, created if missing), or stdout for `-`.
+fn open_target(target: &str) -> Result<Box<dyn Write + Send>, String> {
+    if target == "-" {
+        return Ok(Box::new(std::io::stdout()));
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(target)
+        .map_err(|e| format!("cannot open access log {target}: {e}"))?;
+    Ok(Box::new(f))
+}
+
+fn writer(
+    rx: Receiver<String>,
+    out: Box<dyn Write + Send>,
+    dropped: Arc<AtomicU64>,
+    reopen: &AtomicBool,
+    target: &str,
+) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
     let mut reported = 0;
     loop {
+        if reopen.swap(false, Ordering::AcqRel) && target != "-" {
+            // Every line so far goes whole to the old file first.
+            let _ = out.flush();
+            match open_target(target) {
+                Ok(f) => {
+                    out = std::io::BufWriter::with_capacity(64 * 1024, f);
+                    crate::say!("spindle: access log {target} reopened");
+                }
+                Err(e) => crate::say!("spindle: {e}; still writing to the old file"),
+            }
+        }
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(line) => {
                 let _ = out.write_all(line.as_bytes());

@@ -1,5 +1,5 @@
 //! Server lifecycle: bind, start one worker per core, wait for SIGINT or
-//! SIGTERM, drain, exit.
+//! SIGTERM (reopening the access log on SIGUSR1), drain, exit.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -172,10 +172,16 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         );
     }
 
-    // Wait for a stop signal, or for every worker to have exited on its own.
+    // Wait for a stop signal; SIGUSR1 reopens the access log on the way.
     let mut sig: libc::c_int = 0;
-    // SAFETY: sigset is valid and `sig` a live out-parameter.
-    unsafe { libc::sigwait(&sigset, &mut sig) };
+    loop {
+        // SAFETY: sigset is valid and `sig` a live out-parameter.
+        unsafe { libc::sigwait(&sigset, &mut sig) };
+        if sig != libc::SIGUSR1 {
+            break;
+        }
+        log.reopen();
+    }
     crate::say!(
         "spindle: got {}, finishing responses in flight (up to {:.0?})",
         if sig == libc::SIGINT {
@@ -247,6 +253,7 @@ fn stop_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         set
     }
 }

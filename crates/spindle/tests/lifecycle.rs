@@ -238,6 +238,61 @@ fn drain_timeout_bounds_shutdown() {
     }
 }
 
+/// Waits until the file at `path` holds `n` lines (the log thread flushes
+/// within half a second); returns its text.
+fn wait_lines(path: &std::path::Path, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let t = std::fs::read_to_string(path).unwrap_or_default();
+        if t.lines().count() >= n || Instant::now() > deadline {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// logrotate's way: rename the log, send SIGUSR1, and the server writes to a
+/// new file at the old path; every line is whole and in one of the two.
+#[test]
+fn sigusr1_reopens_the_access_log() {
+    let b = "io-uring";
+    let root = DocRoot::new(false);
+    let log = root
+        .path("../")
+        .join(format!("rotate-{}.log", std::process::id()));
+    let old = log.with_extension("log.1");
+    let srv = Server::start(b, &root.dir, &["--access-log", log.to_str().unwrap()]);
+    for _ in 0..3 {
+        assert_eq!(get(&srv, "/f1").status, 200);
+    }
+    assert_eq!(wait_lines(&log, 3).lines().count(), 3);
+    std::fs::rename(&log, &old).unwrap();
+    // SAFETY: kill(2) on our child's pid.
+    unsafe { libc::kill(srv.child.id() as i32, libc::SIGUSR1) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !srv.stderr().contains("access log") || !srv.stderr().contains("reopened") {
+        assert!(Instant::now() < deadline, "no reopen: {}", srv.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..2 {
+        assert_eq!(get(&srv, "/f1").status, 200, "served after SIGUSR1");
+    }
+    let new = wait_lines(&log, 2);
+    assert_eq!(new.lines().count(), 2, "{new}");
+    let rotated = std::fs::read_to_string(&old).unwrap();
+    assert_eq!(rotated.lines().count(), 3, "{rotated}");
+    for t in [&new, &rotated] {
+        assert!(t.ends_with('\n'));
+        assert!(
+            t.lines().all(|l| l.contains("\"GET /f1 HTTP/1.1\" 200 ")),
+            "{t}"
+        );
+    }
+    drop(srv);
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&old);
+}
+
 #[test]
 fn access_log_in_combined_format() {
     for b in backends() {
@@ -252,14 +307,7 @@ fn access_log_in_combined_format() {
         let mut r = BufReader::new(s);
         read_response(&mut r, false).unwrap();
         read_response(&mut r, false).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let text = loop {
-            let t = std::fs::read_to_string(&log).unwrap_or_default();
-            if t.lines().count() >= 2 || Instant::now() > deadline {
-                break t;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let text = wait_lines(&log, 2);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{b}: {text}");
         assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
