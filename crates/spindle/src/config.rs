@@ -130,6 +130,9 @@ pub struct Cli {
     /// Access log in Combined Log Format: a file path, or - for stdout
     #[arg(long, value_name = "PATH|-")]
     pub access_log: Option<String>,
+    /// Started as root: switch to this user after binding the ports and opening the logs
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// TOML file with the same keys as these options; flags override it
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -181,6 +184,7 @@ struct FileConfig {
     depth: Option<Depth>,
     io_threads: Option<u32>,
     access_log: Option<String>,
+    user: Option<String>,
     keepalive_timeout: Option<f64>,
     header_timeout: Option<f64>,
     send_timeout: Option<f64>,
@@ -215,6 +219,8 @@ pub struct Config {
     pub depth: Depth,
     pub io_threads: u32,
     pub access_log: Option<String>,
+    /// Switch to this user after binding (when started as root).
+    pub user: Option<String>,
     pub keepalive_timeout: Duration,
     pub header_timeout: Duration,
     pub send_timeout: Duration,
@@ -392,6 +398,12 @@ impl Config {
             depth: cli.depth.or(file.depth).unwrap_or(Depth::Adaptive),
             io_threads,
             access_log: cli.access_log.or(file.access_log),
+            user: match cli.user.or(file.user) {
+                Some(u) if u.is_empty() || u.contains('\0') => {
+                    return Err("user: give a user name".into())
+                }
+                u => u,
+            },
             keepalive_timeout: secs(
                 "keepalive-timeout",
                 cli.keepalive_timeout

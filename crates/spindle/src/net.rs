@@ -169,6 +169,92 @@ pub fn bind_group(addr: SocketAddr, workers: usize) -> io::Result<(SocketAddr, V
     Ok((actual, socks))
 }
 
+/// First descriptor systemd passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: RawFd = 3;
+/// Most sockets taken from systemd.
+pub const MAX_ACTIVATED_SOCKETS: usize = 64;
+
+/// The listening sockets systemd passed to this process (socket activation,
+/// `sd_listen_fds(3)`): descriptors 3 onwards, when `LISTEN_PID` names this
+/// process. Each must be a listening TCP socket; TCP_NODELAY is set on it, as
+/// on the ones spindle binds. The variables are removed so that nothing this
+/// process starts takes them for its own.
+pub fn activated_sockets() -> Result<Vec<OwnedFd>, String> {
+    let pid = std::env::var("LISTEN_PID").ok();
+    let n = std::env::var("LISTEN_FDS").ok();
+    let (Some(pid), Some(n)) = (pid, n) else {
+        return Ok(Vec::new());
+    };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Ok(Vec::new());
+    }
+    for v in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        std::env::remove_var(v);
+    }
+    let n: usize = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("LISTEN_FDS={n}: not a number of sockets"))?;
+    if n > MAX_ACTIVATED_SOCKETS {
+        return Err(format!(
+            "LISTEN_FDS={n}: at most {MAX_ACTIVATED_SOCKETS} sockets"
+        ));
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let fd = LISTEN_FDS_START + i as RawFd;
+        let listening = getopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)
+            .map_err(|e| format!("socket {fd} from systemd: {e}"))?;
+        let kind = getopt(fd, libc::SOL_SOCKET, libc::SO_TYPE)
+            .map_err(|e| format!("socket {fd} from systemd: {e}"))?;
+        if listening != 1 || kind != libc::SOCK_STREAM {
+            return Err(format!(
+                "socket {fd} from systemd is not a listening stream socket (use ListenStream= in the .socket unit)"
+            ));
+        }
+        // SAFETY: systemd handed this descriptor to the process, and nothing
+        // else in it owns it.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+            .map_err(|e| format!("socket {fd} from systemd: {e} (a TCP socket is needed)"))?;
+        out.push(sock);
+    }
+    Ok(out)
+}
+
+fn getopt(fd: RawFd, level: i32, opt: i32) -> io::Result<i32> {
+    let mut v: i32 = 0;
+    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: passes a pointer to a live i32 and its size.
+    let rc = unsafe { libc::getsockopt(fd, level, opt, (&mut v as *mut i32).cast(), &mut len) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(v)
+    }
+}
+
+/// Sends `state` to systemd's notification socket (`sd_notify(3)`), if the
+/// service manager gave one in `NOTIFY_SOCKET` (a path, or `@` and an
+/// abstract name). Best effort: a server not run by systemd has none.
+pub fn sd_notify(state: &str) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+    let Some(target) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let bytes = target.as_encoded_bytes();
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => UnixAddr::from_abstract_name(name),
+        None => UnixAddr::from_pathname(std::path::Path::new(&target)),
+    };
+    if let (Ok(addr), Ok(sock)) = (addr, UnixDatagram::unbound()) {
+        let _ = sock.send_to_addr(state.as_bytes(), &addr);
+    }
+}
+
 /// True when input waits unread in the socket (a non-blocking one-byte
 /// `MSG_PEEK`; false on EOF, on errors and when nothing is there).
 pub fn has_unread_input(fd: RawFd) -> bool {

@@ -52,7 +52,25 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let workers = cfg.workers as usize;
     let mut per_worker: Vec<Vec<OwnedFd>> = (0..workers).map(|_| Vec::new()).collect();
     let mut bound = Vec::new();
-    for addr in &cfg.listen {
+    // Sockets from systemd (socket activation) take the place of --listen.
+    let activated = net::activated_sockets()?;
+    for sock in &activated {
+        let addr =
+            net::local_addr(sock.as_raw_fd()).map_err(|e| format!("socket from systemd: {e}"))?;
+        bound.push(addr);
+        for w in per_worker.iter_mut() {
+            w.push(
+                sock.try_clone()
+                    .map_err(|e| format!("socket from systemd: {e}"))?,
+            );
+        }
+    }
+    let listen: &[std::net::SocketAddr] = if activated.is_empty() {
+        &cfg.listen
+    } else {
+        &[]
+    };
+    for addr in listen {
         let (actual, socks) = net::bind_group(*addr, workers).map_err(|e| {
             let hint = match e.raw_os_error() {
                 Some(libc::EADDRINUSE) => {
@@ -77,6 +95,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         }
         None => (AccessLog::disabled(), None),
     };
+
+    // Ports bound, root and logs open: the rest needs no privilege.
+    if let Some(user) = &cfg.user {
+        switch_user(user)?;
+    }
 
     let cfg = Arc::new(cfg);
     let session_cfg = Arc::new(cfg.session_config());
@@ -172,6 +195,21 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         );
     }
 
+    if !activated.is_empty() {
+        crate::say!(
+            "spindle: listening on {} socket{} passed by systemd (--listen ignored)",
+            activated.len(),
+            if activated.len() == 1 { "" } else { "s" }
+        );
+    }
+    drop(activated);
+    net::sd_notify(&format!(
+        "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
+        root.path().display(),
+        addrs.join(" "),
+        std::process::id()
+    ));
+
     // Wait for a stop signal; SIGUSR1 reopens the access log on the way.
     let mut sig: libc::c_int = 0;
     loop {
@@ -191,6 +229,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         },
         cfg.drain_timeout
     );
+    net::sd_notify("STOPPING=1");
     stop(&flag, &eventfds);
     let mut failed = None;
     for h in handles {
@@ -212,6 +251,55 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Switches to `name`'s user and groups (started as root, after binding):
+/// as nginx's `user`, so that a bug serves what that user may read, no more.
+fn switch_user(name: &str) -> Result<(), String> {
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| format!("--user {name:?}: not a user name"))?;
+    // SAFETY: an all-zero passwd is a valid out-parameter for getpwnam_r.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer refers to a live local of the size passed; the
+    // strings getpwnam_r writes live in `buf`, which outlives their use here.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(format!("--user {name}: no such user"));
+    }
+    let (uid, gid) = (pwd.pw_uid, pwd.pw_gid);
+    // SAFETY: plain identity calls; initgroups reads the NUL-terminated name.
+    unsafe {
+        if libc::geteuid() == uid {
+            return Ok(());
+        }
+        if libc::initgroups(cname.as_ptr(), gid) != 0
+            || libc::setgid(gid) != 0
+            || libc::setuid(uid) != 0
+        {
+            return Err(format!(
+                "cannot switch to user {name}: {} (--user needs spindle started as root)",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // A process that can get root back has not dropped it.
+        if libc::setuid(0) == 0 {
+            return Err(format!(
+                "switched to user {name}, but root could be regained; stopping"
+            ));
+        }
+    }
+    crate::say!("spindle: running as user {name} (uid {uid}, gid {gid})");
+    Ok(())
 }
 
 fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
