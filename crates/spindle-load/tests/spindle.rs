@@ -1,6 +1,7 @@
 //! A run against spindle itself: start the `spindle` binary built in the
-//! same target directory on a free loopback port, fetch a small file set,
-//! and check every code is 200 and every byte count matches.
+//! same target directory on a free loopback port (and an HTTPS one, with the
+//! test certificate in tests/data), fetch a small file set, and check every
+//! code is 200 and every byte count matches.
 
 mod common;
 
@@ -48,18 +49,30 @@ fn a_run_against_spindle() {
     // 20 files of assorted sizes, with distinct contents.
     let sizes: Vec<usize> = (0..20).map(|i| 1 + i * 5_123).collect();
     let mut urls = String::new();
+    let mut https_urls = String::new();
     let port = free_port();
+    let tls_port = free_port();
     for (i, len) in sizes.iter().enumerate() {
         let name = format!("f{i}");
         let content: Vec<u8> = (0..*len).map(|j| ((i * 31 + j * 7) % 251) as u8).collect();
         std::fs::write(root.join(&name), content).unwrap();
         urls.push_str(&format!("http://127.0.0.1:{port}/{name}\n"));
+        https_urls.push_str(&format!("https://localhost:{tls_port}/{name}\n"));
     }
     let urlfile = write_file(dir.path(), "urls", &urls);
+    let https_file = write_file(dir.path(), "https-urls", &https_urls);
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let ca = data.join("test-ca.pem");
 
     let child = Command::new(spindle_bin())
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
+        .arg("--tls-listen")
+        .arg(format!("127.0.0.1:{tls_port}"))
+        .arg("--tls-cert")
+        .arg(data.join("test-server.pem"))
+        .arg("--tls-key")
+        .arg(data.join("test-server.key"))
         .arg(&root)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -77,7 +90,20 @@ fn a_run_against_spindle() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    for extra in [&[][..], &["--keepalive"][..]] {
+    let cacert = ["--cacert", ca.to_str().unwrap()];
+    let https_runs = [
+        (&https_file, &cacert[..]),
+        (
+            &https_file,
+            &["--cacert", ca.to_str().unwrap(), "--keepalive"][..],
+        ),
+        (
+            &https_file,
+            &["--cacert", ca.to_str().unwrap(), "--no-resume"][..],
+        ),
+    ];
+    let plain_runs = [(&urlfile, &[][..]), (&urlfile, &["--keepalive"][..])];
+    for (urlfile, extra) in plain_runs.into_iter().chain(https_runs) {
         let jp = dir.path().join("o.json");
         let mut args = vec![
             "-checksum",
@@ -103,6 +129,17 @@ fn a_run_against_spindle() {
         );
         for k in ["errors", "timeouts", "bad_bytes", "bad_checksums"] {
             assert_eq!(j[k], 0, "{extra:?}: {k}: {}", text(&out.stderr));
+        }
+        let handshakes = j["tls"]["full"].as_u64().unwrap() + j["tls"]["resumed"].as_u64().unwrap();
+        if urlfile == &https_file {
+            assert!(handshakes >= 8, "{extra:?}: TLS handshakes: {}", j["tls"]);
+            if extra.contains(&"--no-resume") {
+                assert_eq!(j["tls"]["resumed"], 0);
+            } else if !extra.contains(&"--keepalive") {
+                assert!(j["tls"]["resumed"].as_u64().unwrap() > 300, "{}", j["tls"]);
+            }
+        } else {
+            assert_eq!(handshakes, 0);
         }
         // The bytes received are exactly the files' sizes, fetch by fetch:
         // every fetch matched its URL's first fetch (checked above), and the

@@ -106,9 +106,18 @@ impl FirstMiss {
 pub struct Cli {
     /// The directory to serve [default: .]
     pub root: Option<PathBuf>,
-    /// Address to listen on (repeatable) [default: 127.0.0.1:8080]
+    /// Address to listen on (repeatable) [default: 127.0.0.1:8080, unless --tls-listen is given]
     #[arg(long, value_name = "ADDR")]
     pub listen: Vec<SocketAddr>,
+    /// Address to serve HTTPS on (repeatable; io-uring backend)
+    #[arg(long, value_name = "ADDR")]
+    pub tls_listen: Vec<SocketAddr>,
+    /// PEM certificate chain for HTTPS (leaf first)
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, RSA or EC)
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
     /// Worker threads, each with its own event loop [default: number of CPUs]
     #[arg(long, value_name = "N")]
     pub workers: Option<u32>,
@@ -177,6 +186,9 @@ pub struct Cli {
 struct FileConfig {
     root: Option<PathBuf>,
     listen: Option<Vec<SocketAddr>>,
+    tls_listen: Option<Vec<SocketAddr>>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     workers: Option<u32>,
     backend: Option<BackendKind>,
     chunk_size: Option<SizeValue>,
@@ -210,6 +222,10 @@ enum SizeValue {
 pub struct Config {
     pub root: PathBuf,
     pub listen: Vec<SocketAddr>,
+    /// HTTPS listeners, and the certificates they serve (the first is the
+    /// default; `tls.rs`).
+    pub tls_listen: Vec<SocketAddr>,
+    pub tls_certs: Vec<crate::tls::CertSpec>,
     pub workers: u32,
     pub backend: BackendKind,
     /// The backend was chosen by default, not by the user (so a fallback is allowed).
@@ -357,14 +373,50 @@ impl Config {
                 "max-header-size must be between 256 and 1048576 bytes, not {max_header_size}"
             ));
         }
+        let tls_listen = if !cli.tls_listen.is_empty() {
+            cli.tls_listen
+        } else {
+            file.tls_listen.unwrap_or_default()
+        };
         let listen = if !cli.listen.is_empty() {
             cli.listen
         } else {
-            file.listen
-                .unwrap_or_else(|| vec![DEFAULT_LISTEN.parse().expect("valid default")])
+            // With HTTPS listeners only, no plain one is added.
+            file.listen.unwrap_or_else(|| {
+                if tls_listen.is_empty() {
+                    vec![DEFAULT_LISTEN.parse().expect("valid default")]
+                } else {
+                    Vec::new()
+                }
+            })
         };
-        if listen.is_empty() {
+        if listen.is_empty() && tls_listen.is_empty() {
             return Err("listen: give at least one address".into());
+        }
+        let tls_certs = match (cli.tls_cert.or(file.tls_cert), cli.tls_key.or(file.tls_key)) {
+            (Some(cert), Some(key)) => vec![crate::tls::CertSpec {
+                names: Vec::new(),
+                cert,
+                key,
+            }],
+            (None, None) => Vec::new(),
+            (Some(_), None) => {
+                return Err("tls-cert needs tls-key (the certificate's private key)".into())
+            }
+            (None, Some(_)) => {
+                return Err("tls-key needs tls-cert (the certificate it belongs to)".into())
+            }
+        };
+        if !tls_listen.is_empty() && tls_certs.is_empty() {
+            return Err(
+                "tls-listen needs a certificate: give tls-cert FILE and tls-key FILE".into(),
+            );
+        }
+        if tls_listen.is_empty() && !tls_certs.is_empty() {
+            return Err(
+                "tls-cert and tls-key are used by tls-listen: give an address to serve HTTPS on"
+                    .into(),
+            );
         }
         let open_file_cache = cli
             .open_file_cache
@@ -390,6 +442,8 @@ impl Config {
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
             listen,
+            tls_listen,
+            tls_certs,
             workers,
             backend: backend_choice.unwrap_or(BackendKind::IoUring),
             backend_is_default: backend_choice.is_none(),

@@ -70,7 +70,20 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     } else {
         &[]
     };
-    for addr in listen {
+    if !cfg.tls_listen.is_empty() && cfg.backend != BackendKind::IoUring {
+        return Err(format!(
+            "tls-listen: HTTPS is served by the io-uring backend only for now (backend {})",
+            cfg.backend.name()
+        ));
+    }
+    let tls = if cfg.tls_listen.is_empty() {
+        None
+    } else {
+        Some(crate::tls::server_config(&cfg.tls_certs)?)
+    };
+    let tls_from = activated.len() + listen.len();
+    let mut https = Vec::new();
+    for addr in listen.iter().chain(&cfg.tls_listen) {
         let (actual, socks) = net::bind_group(*addr, workers).map_err(|e| {
             let hint = match e.raw_os_error() {
                 Some(libc::EADDRINUSE) => {
@@ -82,7 +95,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             };
             format!("cannot listen on {addr}: {e}{hint}")
         })?;
-        bound.push(actual);
+        if bound.len() < tls_from {
+            bound.push(actual);
+        } else {
+            https.push(actual);
+        }
         for (w, s) in socks.into_iter().enumerate() {
             per_worker[w].push(s);
         }
@@ -120,6 +137,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         let ctx = WorkerContext {
             id,
             listeners,
+            tls_from,
+            tls: tls.clone(),
             root: root.clone(),
             cfg: cfg.clone(),
             session_cfg: session_cfg.clone(),
@@ -165,8 +184,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     }
     drop(ready_rx);
 
-    let addrs: Vec<String> = bound.iter().map(|a| format!("http://{a}/")).collect();
-    let loopback_only = bound.iter().all(|a| a.ip().is_loopback());
+    let addrs: Vec<String> = bound
+        .iter()
+        .map(|a| format!("http://{a}/"))
+        .chain(https.iter().map(|a| format!("https://{a}/")))
+        .collect();
+    let loopback_only = bound.iter().chain(&https).all(|a| a.ip().is_loopback());
     // Scripts and tests read this line to learn the port.
     crate::say!(
         "spindle: serving {} on {} (backend {}, {} worker{}){}",

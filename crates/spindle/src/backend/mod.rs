@@ -111,8 +111,11 @@ pub fn signal_eventfd(fd: RawFd) {
 pub struct WorkerContext {
     pub id: usize,
     /// This worker's listening sockets (blocking mode; a backend may
-    /// change that).
+    /// change that): plain HTTP first, then from `tls_from` on, HTTPS.
     pub listeners: Vec<OwnedFd>,
+    pub tls_from: usize,
+    /// The TLS configuration of the HTTPS listeners (`tls.rs`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     pub root: Arc<Root>,
     pub cfg: Arc<Config>,
     pub session_cfg: Arc<SessionConfig>,

@@ -79,6 +79,23 @@ impl Worker {
             return;
         }
         let fd = res;
+        let tls = match (&self.tls_cfg, i >= self.tls_from) {
+            (Some(cfg), true) => match super::tls::TlsState::new(cfg) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    crate::say!("spindle: TLS session: {e}");
+                    self.push(
+                        opcode::Close::new(types::Fd(fd)).build(),
+                        ud(Op::Close, NO_SLOT, 0),
+                    );
+                    if !more {
+                        self.arm_accept(i);
+                    }
+                    return;
+                }
+            },
+            _ => None,
+        };
         if self.draining || self.live >= self.max_conns {
             // Raced with a cancel: this one was already accepted.
             self.push(
@@ -113,6 +130,7 @@ impl Worker {
             lingered: 0,
             dev: 0,
             disk_waiting: false,
+            tls,
         });
         self.live += 1;
         if self.live >= self.max_conns {
@@ -147,13 +165,11 @@ impl Worker {
                     self.begin_close(slot, false);
                     return;
                 }
-                c.deadline = now
-                    + if c.session.mid_request() {
-                        header_timeout
-                    } else {
-                        keepalive
-                    };
-                if draining && !c.session.mid_request() {
+                // A TLS handshake counts as the head: --header-timeout.
+                let mid =
+                    c.session.mid_request() || c.tls.as_ref().is_some_and(|t| t.handshaking());
+                c.deadline = now + if mid { header_timeout } else { keepalive };
+                if draining && !mid {
                     self.begin_close(slot, false);
                     return;
                 }
@@ -278,6 +294,26 @@ impl Worker {
             match c.phase {
                 Phase::Lingering => c.lingered += res as usize,
                 Phase::Closing => {}
+                _ if c.tls.is_some() => {
+                    // Decrypted into the session (the receive buffer goes back
+                    // to the ring only after, so `data` stays valid).
+                    let data = data.to_vec();
+                    self.provide_recv_buf(bid);
+                    match self.tls_received(slot, &data) {
+                        super::tls::Received::Ok => {}
+                        super::tls::Received::Closed => self.conn(slot).peer_eof = true,
+                        super::tls::Received::Failed => {
+                            // Plain HTTP or garbage on the HTTPS port: closed.
+                            self.abort(slot);
+                            return;
+                        }
+                    }
+                    let c = self.conn(slot);
+                    if !c.session.wants_input(&cfg) {
+                        self.cancel_recv(slot);
+                    }
+                    return self.after_recv(slot);
+                }
                 _ => {
                     c.session.feed(data);
                     full = !c.session.wants_input(&cfg);
@@ -307,6 +343,12 @@ impl Worker {
             }
             return;
         }
+        self.after_recv(slot);
+    }
+
+    /// What a connection does after a receive: parse (when reading),
+    /// linger on, or keep receiving.
+    fn after_recv(&mut self, slot: u32) {
         let c = self.conn(slot);
         match c.phase {
             Phase::Reading => self.drive(slot),

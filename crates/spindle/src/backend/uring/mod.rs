@@ -35,6 +35,7 @@
 //! up and dispatches each completion; `conn.rs` is a connection's life
 //! (accept, receive, the protocol loop, lingering close, timeouts, drain);
 //! `tx.rs` sends a response (head, `sendfile`, `SEND` from a buffer);
+//! `tls.rs` puts HTTPS connections' bytes through rustls;
 //! `read.rs` reads the body from disk (page cache or `O_DIRECT`, and the
 //! `O_DIRECT` read-ahead); `pool.rs` lends chunk buffers; `probe.rs`
 //! checks the kernel at start.
@@ -45,6 +46,7 @@ mod pool;
 mod probe;
 mod read;
 mod ring;
+mod tls;
 mod tx;
 
 pub use probe::probe;
@@ -225,6 +227,9 @@ struct Conn {
     dev: usize,
     /// Queued in that device's `waiters` for a disk-read slot.
     disk_waiting: bool,
+    /// HTTPS: the connection's TLS session (`tls.rs`); boxed, so that the
+    /// records a `SEND` is sending do not move with the slot vector.
+    tls: Option<Box<tls::TlsState>>,
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in
@@ -264,6 +269,9 @@ struct Worker {
     accept_armed: Vec<bool>,
     accept_resume: Option<Instant>,
     listeners: Vec<OwnedFd>,
+    /// Listeners from this index on serve HTTPS with `tls_cfg`.
+    tls_from: usize,
+    tls_cfg: Option<std::sync::Arc<rustls::ServerConfig>>,
     // Timers and shutdown.
     now: Instant,
     tick_ts: Box<types::Timespec>,

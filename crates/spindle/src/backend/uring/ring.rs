@@ -31,6 +31,8 @@ pub(super) enum Op {
     Notify,
     /// A one-page READ that waits for readahead (`Tx::map`).
     PageWait,
+    /// A SEND of TLS records (`tls.rs`).
+    TlsSend,
 }
 
 impl Op {
@@ -50,6 +52,7 @@ impl Op {
             12 => Op::ReadAhead,
             13 => Op::Notify,
             14 => Op::PageWait,
+            15 => Op::TlsSend,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -129,6 +132,8 @@ impl Worker {
             accept_armed: vec![false; listeners.len()],
             accept_resume: None,
             listeners,
+            tls_from: ctx.tls_from,
+            tls_cfg: ctx.tls.clone(),
             now: Instant::now(),
             tick_ts: Box::new(
                 types::Timespec::new()
@@ -369,6 +374,7 @@ impl Worker {
                     Op::ReadAhead => self.on_read_ahead(slot, res),
                     Op::PageWait => self.on_page_wait(slot, res),
                     Op::Send => self.on_send(slot, res),
+                    Op::TlsSend => self.on_tls_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
                     Op::PollOut => {
                         if self.conn(slot).phase == Phase::Sending && res >= 0 {

@@ -66,6 +66,9 @@ impl Worker {
         // O_DIRECT belongs to the open file description: only a
         // descriptor that nothing else holds may have it.
         let first_use = c.first_use && c.file.as_ref().is_some_and(|f| Rc::strong_count(f) == 1);
+        // HTTPS bodies must pass through memory to be encrypted: every one
+        // takes the READ-into-a-buffer path, never sendfile.
+        let tls = c.tls.is_some();
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
@@ -73,7 +76,7 @@ impl Worker {
             file_off,
             file_left,
             body_sent: 0,
-            small: file_left < SENDFILE_MIN,
+            small: file_left < SENDFILE_MIN || tls,
             first_use,
             direct: false,
             missed: false,
@@ -103,6 +106,11 @@ impl Worker {
         //    wait in the buffer without it (it did not fit in front).
         if tx.head_sent < tx.resp.head.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered) {
             let h = &tx.resp.head[tx.head_sent..];
+            if c.tls.is_some() {
+                let from = tx.head_sent;
+                self.send_plain(slot, super::tls::Plain::Head(from));
+                return;
+            }
             let more = if tx.file_left > 0 || buffered {
                 libc::MSG_MORE
             } else {
@@ -118,6 +126,12 @@ impl Worker {
         if buffered {
             let b = tx.buf.expect("buffered bytes without a buffer");
             let p = &self.pool[b as usize].get()[tx.buf_pos..tx.buf_end];
+            if c.tls.is_some() {
+                let (from, to) = (tx.buf_pos, tx.buf_end);
+                self.send_plain(slot, super::tls::Plain::Buf(b, from, to));
+                self.read_ahead(slot);
+                return;
+            }
             let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
             let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), p.len() as u32)
                 .flags(libc::MSG_NOSIGNAL | more)

@@ -1,0 +1,217 @@
+//! HTTPS on the ring: a rustls session per connection, fed by the ring's
+//! `RECV`s and drained by its `SEND`s.
+//!
+//! rustls does no I/O: ciphertext goes in by `read_tls` (from the receive
+//! buffer a `RECV` filled) and out by `write_tls` (into a buffer a `SEND`
+//! then sends), so every socket operation stays in the ring and the worker
+//! still never waits. The protocol loop does not change: plaintext from
+//! rustls is fed to the session as plain bytes would be. A response's head
+//! and body go through [`Worker::send_plain`] instead of a plain `SEND`: the
+//! bytes are encrypted at once into [`TlsState::out`], sent by `Op::TlsSend`,
+//! and only when every record is on the socket does the response's own
+//! accounting (`on_send`) learn that its plaintext went, so backpressure is
+//! the plain path's: the next chunk is read only after this one is out.
+//! File bytes always come through a chunk buffer (`READ`, or `O_DIRECT`):
+//! `sendfile` cannot encrypt (the kernel here has no kTLS).
+//!
+//! Not yet: close_notify before a close (HTTP/1.1 framing makes it optional
+//! for the client), the epoll backends, kTLS.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use io_uring::{opcode, types};
+
+use super::ring::Op;
+use super::{Phase, Worker};
+
+/// Plaintext handed to rustls per `write` call (its records are 16 KiB).
+const ENCRYPT_STEP: usize = 64 * 1024;
+
+/// One connection's TLS session and its outgoing ciphertext.
+pub(super) struct TlsState {
+    conn: rustls::ServerConnection,
+    /// Ciphertext a `SEND` is sending (from `out_sent`): never changed while
+    /// that `SEND` is in flight, so the kernel reads stable memory.
+    out: Vec<u8>,
+    out_sent: usize,
+    /// Ciphertext made while `out` was in flight; it goes next.
+    queued: Vec<u8>,
+    /// An `Op::TlsSend` is in flight.
+    sending: bool,
+    /// Plaintext bytes of the response whose records are in `out` or
+    /// `queued`: reported to `on_send` once they are all on the socket.
+    plain_pending: usize,
+}
+
+impl TlsState {
+    pub(super) fn new(cfg: &Arc<rustls::ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
+        let mut conn = rustls::ServerConnection::new(cfg.clone())?;
+        // Our own chunk size bounds what is encrypted at once.
+        conn.set_buffer_limit(None);
+        Ok(Box::new(TlsState {
+            conn,
+            out: Vec::new(),
+            out_sent: 0,
+            queued: Vec::new(),
+            sending: false,
+            plain_pending: 0,
+        }))
+    }
+
+    pub(super) fn handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// Moves rustls's pending records behind the ones already waiting: into
+    /// `queued` while `out` is in flight or `queued` holds records (which go
+    /// after `out`'s), else into `out`.
+    fn take_records(&mut self) {
+        let dst = if self.sending || !self.queued.is_empty() {
+            &mut self.queued
+        } else {
+            &mut self.out
+        };
+        while self.conn.wants_write() {
+            if self.conn.write_tls(dst).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// The plaintext a response sends next: the rest of its head (from this
+/// offset), or bytes `from..to` of a chunk buffer.
+pub(super) enum Plain {
+    Head(usize),
+    Buf(u32, usize, usize),
+}
+
+/// What [`Worker::tls_received`] found.
+pub(super) enum Received {
+    /// Plaintext fed to the session (possibly none yet: a handshake).
+    Ok,
+    /// The peer closed the TLS session (close_notify).
+    Closed,
+    /// Not TLS, or a TLS error (the alert, if any, is queued).
+    Failed,
+}
+
+impl Worker {
+    /// Ciphertext the ring received for `slot`: decrypt, feed the session,
+    /// and send whatever rustls has to say (handshake, tickets, alerts).
+    pub(super) fn tls_received(&mut self, slot: u32, data: &[u8]) -> Received {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tls = c.tls.as_mut().expect("TLS connection");
+        let mut rest = data;
+        let mut plain = [0u8; 4096];
+        let mut outcome = Received::Ok;
+        while !rest.is_empty() {
+            match tls.conn.read_tls(&mut rest) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(_) => {
+                    outcome = Received::Failed;
+                    break;
+                }
+            }
+            if tls.conn.process_new_packets().is_err() {
+                outcome = Received::Failed;
+                break;
+            }
+            loop {
+                match std::io::Read::read(&mut tls.conn.reader(), &mut plain) {
+                    Ok(0) => {
+                        outcome = Received::Closed;
+                        break;
+                    }
+                    Ok(n) => c.session.feed(&plain[..n]),
+                    Err(_) => break, // WouldBlock: no more plaintext now
+                }
+            }
+            if matches!(outcome, Received::Closed) {
+                break;
+            }
+        }
+        self.tls_flush(slot);
+        outcome
+    }
+
+    /// Encrypts the response's next plaintext (its head, or bytes of a chunk
+    /// buffer) and sends the records; the response's `on_send` hears of
+    /// those bytes once they are all out.
+    pub(super) fn send_plain(&mut self, slot: u32, what: Plain) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_ref().expect("response in progress");
+        let plain: &[u8] = match what {
+            Plain::Head(from) => &tx.resp.head[from..],
+            Plain::Buf(b, from, to) => &self.pool[b as usize].get()[from..to],
+        };
+        let tls = c.tls.as_mut().expect("TLS connection");
+        debug_assert_eq!(tls.plain_pending, 0, "one plaintext send at a time");
+        for step in plain.chunks(ENCRYPT_STEP) {
+            // With no buffer limit, rustls takes all of it.
+            let _ = tls.conn.writer().write_all(step);
+            tls.take_records();
+        }
+        tls.plain_pending = plain.len();
+        self.tls_flush(slot);
+    }
+
+    /// Starts a `SEND` of the pending records if none is in flight.
+    pub(super) fn tls_flush(&mut self, slot: u32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let fd = c.fd;
+        let tls = c.tls.as_mut().expect("TLS connection");
+        tls.take_records();
+        if tls.sending {
+            return;
+        }
+        if tls.out_sent == tls.out.len() {
+            tls.out.clear();
+            tls.out_sent = 0;
+            std::mem::swap(&mut tls.out, &mut tls.queued);
+        }
+        if tls.out.is_empty() {
+            return;
+        }
+        tls.sending = true;
+        let rest = &tls.out[tls.out_sent..];
+        // The records live in `out` inside the connection's boxed TlsState,
+        // which is not touched until this SEND completes (see `out`).
+        let sqe = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build();
+        self.push_conn(slot, Op::TlsSend, sqe);
+    }
+
+    pub(super) fn on_tls_send(&mut self, slot: u32, res: i32) {
+        let c = self.conn(slot);
+        let tls = c.tls.as_mut().expect("TLS connection");
+        tls.sending = false;
+        if c.phase == Phase::Closing {
+            self.release_tx(slot);
+            self.maybe_release(slot);
+            return;
+        }
+        if res <= 0 {
+            self.abort(slot);
+            return;
+        }
+        tls.out_sent += res as usize;
+        debug_assert!(tls.out_sent <= tls.out.len());
+        let drained = tls.out_sent == tls.out.len() && tls.queued.is_empty();
+        if !drained {
+            self.tls_flush(slot);
+            return;
+        }
+        let plain = std::mem::take(&mut tls.plain_pending);
+        if plain > 0 {
+            // The response's plaintext is all on the socket now.
+            self.on_send(slot, plain as i32);
+        } else {
+            // Handshake records or tickets went; more may be waiting.
+            self.tls_flush(slot);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! HTTPS on the io-uring backend, with real clients: curl (OpenSSL) for files
+//! of every size class, ranges, HEAD, conditionals and keep-alive; raw TCP for
+//! bad input on the HTTPS port; and the start-up errors. The certificates are
+//! the test ones in tests/data/tls (a test CA; p256 names localhost and
+//! 127.0.0.1). spindle-load's HTTPS run against spindle is in
+//! crates/spindle-load/tests/spindle.rs.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn tls_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+}
+
+/// spindle with a plain listener and an HTTPS one; the HTTPS port.
+fn start_https(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
+    let cert = tls_data("p256.pem");
+    let key = tls_data("p256.key");
+    let mut args = vec![
+        "--workers",
+        "1",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let srv = Server::start("io-uring", &root.dir, &args);
+    let err = srv.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("spindle: serving "))
+        .expect("startup line");
+    let port = line
+        .split("https://")
+        .nth(1)
+        .and_then(|u| u.split('/').next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no https:// address in {line}"));
+    (srv, port)
+}
+
+/// curl over HTTPS, verifying against the test CA; returns (status line fields
+/// written by -w, body).
+fn curl(port: u16, args: &[&str]) -> (String, Vec<u8>) {
+    let ca = tls_data("ca.pem");
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(&ca)
+        .args([
+            "--resolve",
+            &format!("localhost:{port}:127.0.0.1"),
+            "-w",
+            "\n%{http_code} %{num_connects} %{ssl_verify_result}",
+        ])
+        .args(args)
+        .output()
+        .expect("curl is needed for this test");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut body = out.stdout;
+    let cut = body.iter().rposition(|&b| b == b'\n').unwrap();
+    let meta = String::from_utf8_lossy(&body[cut + 1..]).into_owned();
+    body.truncate(cut);
+    (meta, body)
+}
+
+#[test]
+fn files_of_every_size_come_out_byte_for_byte_over_https() {
+    let root = DocRoot::new(false);
+    let (_srv, port) = start_https(&root, &[]);
+    for size in SIZES {
+        let name = format!("f{size}");
+        let (meta, body) = curl(port, &[&format!("https://localhost:{port}/{name}")]);
+        assert!(meta.starts_with("200 1 0"), "{name}: {meta}");
+        assert!(
+            body == root.read(&name),
+            "{name}: bytes differ ({} of {size})",
+            body.len()
+        );
+    }
+    // Several requests on one connection: keep-alive, one handshake.
+    let urls: Vec<String> = ["f4096", "f102400", "f1048583"]
+        .iter()
+        .map(|n| format!("https://localhost:{port}/{n}"))
+        .collect();
+    let mut args: Vec<&str> = Vec::new();
+    for u in &urls {
+        args.extend(["-o", "/dev/null", u.as_str()]);
+    }
+    let (meta, _) = curl(port, &args);
+    assert!(
+        meta.ends_with("200 0 0"),
+        "the last request reused the connection: {meta}"
+    );
+}
+
+#[test]
+fn ranges_head_and_conditionals_work_over_https() {
+    let root = DocRoot::new(false);
+    let (_srv, port) = start_https(&root, &[]);
+    let url = format!("https://localhost:{port}/f1048583");
+    let all = root.read("f1048583");
+    let (meta, body) = curl(port, &["-r", "1000-524999", &url]);
+    assert!(meta.starts_with("206"), "{meta}");
+    assert!(body == all[1000..525000], "range bytes");
+    let (meta, body) = curl(port, &["-I", &url]);
+    assert!(meta.starts_with("200"), "{meta}");
+    let head = String::from_utf8_lossy(&body);
+    assert!(head.contains("Content-Length: 1048583"), "{head}");
+    let etag = head
+        .lines()
+        .find_map(|l| l.strip_prefix("ETag: "))
+        .expect("ETag")
+        .trim()
+        .to_string();
+    let (meta, body) = curl(port, &["-H", &format!("If-None-Match: {etag}"), &url]);
+    assert!(meta.starts_with("304") && body.is_empty(), "{meta}");
+}
+
+/// Reads until the server closes, or `limit`; true if it closed.
+fn closed_within(s: &mut TcpStream, limit: Duration) -> (bool, Vec<u8>) {
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let t = Instant::now();
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while t.elapsed() < limit {
+        match s.read(&mut b) {
+            Ok(0) => return (true, got),
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (true, got),
+        }
+    }
+    (false, got)
+}
+
+#[test]
+fn plain_http_garbage_and_stalled_handshakes_are_closed() {
+    let root = DocRoot::new(false);
+    let (srv, port) = start_https(&root, &["--header-timeout", "1"]);
+    // Plain HTTP to the HTTPS port: closed (at most a TLS alert first), no HTTP.
+    for bytes in [
+        &b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+        &[0xffu8; 300][..],
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(bytes).unwrap();
+        let (closed, got) = closed_within(&mut s, Duration::from_secs(5));
+        assert!(closed, "not closed after {:?}", &bytes[..8]);
+        assert!(!String::from_utf8_lossy(&got).contains("HTTP/"), "{got:?}");
+    }
+    // The start of a ClientHello, then nothing: --header-timeout (1 s) closes it.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])
+        .unwrap();
+    let t = Instant::now();
+    let (closed, _) = closed_within(&mut s, Duration::from_secs(10));
+    assert!(closed, "a stalled handshake was not closed");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "closed after {:?}",
+        t.elapsed()
+    );
+    // The server still serves.
+    let (meta, _) = curl(port, &[&format!("https://localhost:{port}/f1")]);
+    assert!(meta.starts_with("200"), "{meta}");
+    drop(srv);
+}
+
+fn startup_error(args: &[&str], needle: &str) {
+    let root = DocRoot::new(false);
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(args)
+        .arg(&root.dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        err.starts_with("spindle: error: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+}
+
+#[test]
+fn bad_tls_settings_give_one_line_and_exit_1() {
+    let cert = tls_data("p256.pem");
+    let key = tls_data("p256.key");
+    let other_key = tls_data("rsa.key");
+    let (c, k, o) = (
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+        other_key.to_str().unwrap(),
+    );
+    let l = ["--listen", "127.0.0.1:0"];
+    let tl = ["--tls-listen", "127.0.0.1:0"];
+    startup_error(
+        &[&l[..], &tl[..], &["--tls-cert", c, "--tls-key", o]].concat(),
+        "does not belong to certificate",
+    );
+    startup_error(
+        &[
+            &l[..],
+            &tl[..],
+            &["--tls-cert", "/nonexistent.pem", "--tls-key", k],
+        ]
+        .concat(),
+        "/nonexistent.pem",
+    );
+    startup_error(
+        &[&l[..], &tl[..]].concat(),
+        "tls-listen needs a certificate",
+    );
+    startup_error(
+        &[&l[..], &["--tls-cert", c, "--tls-key", k]].concat(),
+        "tls-cert and tls-key are used by tls-listen",
+    );
+    startup_error(
+        &[&l[..], &tl[..], &["--tls-cert", c]].concat(),
+        "tls-cert needs tls-key",
+    );
+    startup_error(
+        &[
+            &l[..],
+            &tl[..],
+            &[
+                "--tls-cert",
+                c,
+                "--tls-key",
+                k,
+                "--backend",
+                "linux-sendfile",
+            ],
+        ]
+        .concat(),
+        "io-uring backend only",
+    );
+}
