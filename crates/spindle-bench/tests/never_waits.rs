@@ -7,7 +7,8 @@
 //! stalls the small fetches for a disk request's time, over 100 ms here; a worker that
 //! waits only in the ring or for its I/O threads answers them in a millisecond or two.
 //!
-//! Run for the three asynchronous backends, and for linux-sendfile, which blocks by
+//! Run for the three asynchronous backends (io-uring also with the download over
+//! HTTPS), and for linux-sendfile, which blocks by
 //! design, as the control that shows the test can fail. The server is spindle itself
 //! (`spindle-bench __spindle`), the disk a real FUSE mount (`spindle-bench slowdisk`),
 //! the clients raw TCP.
@@ -50,12 +51,61 @@ struct Run {
     took: Duration,
 }
 
-fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool) -> Run {
-    let (_server, addr) = common::spindle(
-        backend,
-        exe_root,
-        &["--first-miss", "cache", "--chunk-size", "32k"],
+/// The test certificates of the spindle crate (a CA, and p256 for localhost).
+fn tls_data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../spindle/tests/data/tls")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Downloads `path` over HTTPS with curl (verifying against the test CA).
+fn https_get(port: u16, path: &str) -> Vec<u8> {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "60",
+            "--cacert",
+            &tls_data("ca.pem"),
+            "--resolve",
+        ])
+        .arg(format!("localhost:{port}:127.0.0.1"))
+        .arg(format!("https://localhost:{port}{path}"))
+        .output()
+        .expect("curl is needed for the HTTPS run");
+    assert!(
+        out.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
+}
+
+/// `tls`: the download goes over HTTPS (curl), the small fetches stay plain on
+/// the same worker.
+fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool, tls: bool) -> Run {
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tls_addr = format!("127.0.0.1:{tls_port}");
+    let (cert, key) = (tls_data("p256.pem"), tls_data("p256.key"));
+    let mut args = vec!["--first-miss", "cache", "--chunk-size", "32k"];
+    if tls {
+        args.extend([
+            "--tls-listen",
+            &tls_addr,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ]);
+    }
+    let (_server, addr) = common::spindle(backend, exe_root, &args);
 
     // The small file, twice: after this it is answered from the page cache or the
     // worker's memory.
@@ -70,9 +120,12 @@ fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool) -
 
     let target = format!("/{file}");
     let download = std::thread::spawn(move || {
+        let t = Instant::now();
+        if tls {
+            return (https_get(tls_port, &target), t.elapsed());
+        }
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let t = Instant::now();
         let body = get(&mut s, &target);
         (body, t.elapsed())
     });
@@ -136,6 +189,7 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     for b in backends {
         std::fs::write(backing.join(format!("big-{b}.bin")), &big).unwrap();
     }
+    std::fs::write(backing.join("big-https.bin"), &big).unwrap();
     std::fs::write(backing.join("big-shared.bin"), &big).unwrap();
     std::fs::write(backing.join("small.txt"), b"small and in memory\n").unwrap();
 
@@ -150,7 +204,7 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     let root = disk.root().to_path_buf();
 
     for b in backends {
-        let r = run(&root, &format!("big-{b}.bin"), b, &big, false);
+        let r = run(&root, &format!("big-{b}.bin"), b, &big, false, false);
         assert!(
             r.fetches >= 10,
             "{b}: the download ({:?}) lasted long enough to test anything ({} fetches)",
@@ -176,10 +230,18 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     // readahead has inserted but not yet filled. `cachestat` counts those; the
     // io-uring backend sends a body of several chunks only over pages `mincore`
     // finds filled.
-    let r = run(&root, "big-shared.bin", "io-uring", &big, true);
+    let r = run(&root, "big-shared.bin", "io-uring", &big, true, false);
     assert!(
         r.worst < STALL,
         "io-uring, two downloads of one file: a small fetch waited {:?}: the worker blocked",
+        r.worst
+    );
+    // The same over HTTPS: the body is read into buffers and encrypted there.
+    let r = run(&root, "big-https.bin", "io-uring", &big, false, true);
+    assert!(
+        r.fetches >= 10 && r.worst < STALL,
+        "io-uring over HTTPS: {} small fetches, the slowest {:?}: the worker blocked",
+        r.fetches,
         r.worst
     );
 }
