@@ -180,10 +180,22 @@ pub struct Cli {
     pub first_miss: Option<FirstMiss>,
 }
 
+/// One more certificate in the config file, for the host names it serves
+/// (`tls-certificates = [{ names = ["example.org", "*.example.org"], cert =
+/// "...", key = "..." }]`); `tls-cert`/`tls-key` stay the default.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CertEntry {
+    names: Vec<String>,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
 /// The config file: the same keys as the long options.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct FileConfig {
+    tls_certificates: Option<Vec<CertEntry>>,
     root: Option<PathBuf>,
     listen: Option<Vec<SocketAddr>>,
     tls_listen: Option<Vec<SocketAddr>>,
@@ -393,7 +405,7 @@ impl Config {
         if listen.is_empty() && tls_listen.is_empty() {
             return Err("listen: give at least one address".into());
         }
-        let tls_certs = match (cli.tls_cert.or(file.tls_cert), cli.tls_key.or(file.tls_key)) {
+        let mut tls_certs = match (cli.tls_cert.or(file.tls_cert), cli.tls_key.or(file.tls_key)) {
             (Some(cert), Some(key)) => vec![crate::tls::CertSpec {
                 names: Vec::new(),
                 cert,
@@ -407,6 +419,23 @@ impl Config {
                 return Err("tls-key needs tls-cert (the certificate it belongs to)".into())
             }
         };
+        for e in file.tls_certificates.unwrap_or_default() {
+            if e.names.is_empty()
+                || e.names
+                    .iter()
+                    .any(|n| n.is_empty() || n.contains(['/', ' ', '\0']))
+            {
+                return Err(format!(
+                    "tls-certificates: {} needs names, each a host name (or *.domain)",
+                    e.cert.display()
+                ));
+            }
+            tls_certs.push(crate::tls::CertSpec {
+                names: e.names,
+                cert: e.cert,
+                key: e.key,
+            });
+        }
         if !tls_listen.is_empty() && tls_certs.is_empty() {
             return Err(
                 "tls-listen needs a certificate: give tls-cert FILE and tls-key FILE".into(),

@@ -1,5 +1,6 @@
 //! Server lifecycle: bind, start one worker per core, wait for SIGINT or
-//! SIGTERM (reopening the access log on SIGUSR1), drain, exit.
+//! SIGTERM (reopening the access log on SIGUSR1, reloading the TLS
+//! certificates on SIGHUP), drain, exit.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,7 +80,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let tls = if cfg.tls_listen.is_empty() {
         None
     } else {
-        Some(crate::tls::server_config(&cfg.tls_certs)?)
+        Some(Arc::new(crate::tls::Shared::load(&cfg.tls_certs)?))
     };
     let tls_from = activated.len() + listen.len();
     let mut https = Vec::new();
@@ -233,15 +234,17 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         std::process::id()
     ));
 
-    // Wait for a stop signal; SIGUSR1 reopens the access log on the way.
+    // Wait for a stop signal; on the way, SIGUSR1 reopens the access log and
+    // SIGHUP reloads the TLS certificates.
     let mut sig: libc::c_int = 0;
     loop {
         // SAFETY: sigset is valid and `sig` a live out-parameter.
         unsafe { libc::sigwait(&sigset, &mut sig) };
-        if sig != libc::SIGUSR1 {
-            break;
+        match sig {
+            libc::SIGUSR1 => log.reopen(),
+            libc::SIGHUP => reload(tls.as_deref()),
+            _ => break,
         }
-        log.reopen();
     }
     crate::say!(
         "spindle: got {}, finishing responses in flight (up to {:.0?})",
@@ -274,6 +277,21 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// SIGHUP: reads the TLS certificates and keys again. A bad file keeps the
+/// running ones, with an error line; connections already open are not
+/// touched either way. (The rest of the configuration is not reloaded yet.)
+fn reload(tls: Option<&crate::tls::Shared>) {
+    net::sd_notify("RELOADING=1");
+    match tls {
+        None => crate::say!("spindle: got SIGHUP; nothing to reload (no TLS certificates)"),
+        Some(t) => match t.reload() {
+            Ok(()) => crate::say!("spindle: got SIGHUP; TLS certificates reloaded"),
+            Err(e) => crate::say!("spindle: got SIGHUP; {e}; keeping the certificates in use"),
+        },
+    }
+    net::sd_notify("READY=1");
 }
 
 /// Switches to `name`'s user and groups (started as root, after binding):
@@ -365,6 +383,7 @@ fn stop_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         set
     }
 }

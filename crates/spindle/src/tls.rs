@@ -21,12 +21,16 @@
 //! - ALPN offers `http/1.1` only (HTTP/2 is a later step).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache};
+use rustls::server::{
+    ClientHello, ProducesTickets, ResolvesServerCert, ServerSessionMemoryCache,
+    StoresServerSessions,
+};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
@@ -46,14 +50,87 @@ pub struct CertSpec {
     pub key: PathBuf,
 }
 
+/// What resumption needs to survive a reload: the ticket keys and the
+/// session cache, shared by every configuration the server builds.
+#[derive(Clone)]
+pub struct Resumption {
+    ticketer: Arc<dyn ProducesTickets>,
+    storage: Arc<dyn StoresServerSessions + Send + Sync>,
+}
+
+impl Resumption {
+    pub fn new() -> Result<Resumption, String> {
+        Ok(Resumption {
+            ticketer: rustls::crypto::ring::Ticketer::new()
+                .map_err(|e| format!("TLS session tickets: {e}"))?,
+            storage: ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES),
+        })
+    }
+}
+
+/// The configuration new HTTPS connections start from; SIGHUP replaces it
+/// (connections already open keep theirs). A worker keeps its own copy and
+/// takes the lock only when the generation has moved.
+pub struct Shared {
+    current: Mutex<Arc<ServerConfig>>,
+    generation: AtomicU64,
+    specs: Vec<CertSpec>,
+    resumption: Resumption,
+}
+
+impl Shared {
+    /// Loads the certificates (one error line on failure).
+    pub fn load(specs: &[CertSpec]) -> Result<Shared, String> {
+        let resumption = Resumption::new()?;
+        let cfg = server_config_with(specs, &resumption)?;
+        Ok(Shared {
+            current: Mutex::new(cfg),
+            generation: AtomicU64::new(0),
+            specs: specs.to_vec(),
+            resumption,
+        })
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The current configuration and its generation.
+    pub fn current(&self) -> (u64, Arc<ServerConfig>) {
+        let cfg = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        (self.generation(), cfg)
+    }
+
+    /// Reads the certificate and key files again; on any error the running
+    /// configuration stays. Ticket keys and cached sessions carry over, so
+    /// clients keep resuming.
+    pub fn reload(&self) -> Result<(), String> {
+        let cfg = server_config_with(&self.specs, &self.resumption)?;
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
 /// The provider every TLS object of the server uses.
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Loads and checks the certificates and keys and builds the configuration.
-/// Errors are one line naming the file and what to do.
+/// Loads and checks the certificates and keys and builds the configuration,
+/// with resumption state of its own. Errors are one line naming the file.
 pub fn server_config(specs: &[CertSpec]) -> Result<Arc<ServerConfig>, String> {
+    server_config_with(specs, &Resumption::new()?)
+}
+
+fn server_config_with(
+    specs: &[CertSpec],
+    resumption: &Resumption,
+) -> Result<Arc<ServerConfig>, String> {
     if specs.is_empty() {
         return Err("TLS needs a certificate: give --tls-cert FILE and --tls-key FILE".into());
     }
@@ -77,9 +154,8 @@ pub fn server_config(specs: &[CertSpec]) -> Result<Arc<ServerConfig>, String> {
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(BySni { entries }));
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES);
-    cfg.ticketer =
-        rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
+    cfg.session_storage = resumption.storage.clone();
+    cfg.ticketer = resumption.ticketer.clone();
     Ok(Arc::new(cfg))
 }
 

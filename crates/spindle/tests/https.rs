@@ -259,3 +259,143 @@ fn bad_tls_settings_give_one_line_and_exit_1() {
         "io-uring backend only",
     );
 }
+
+/// curl's view of the certificate a name gets: verified against the test CA, the
+/// subject line of `-v`.
+fn cert_subject(port: u16, name: &str) -> Option<String> {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-v",
+            "--max-time",
+            "10",
+            "-o",
+            "/dev/null",
+            "--cacert",
+        ])
+        .arg(tls_data("ca.pem"))
+        .arg("--resolve")
+        .arg(format!("{name}:{port}:127.0.0.1"))
+        .arg(format!("https://{name}:{port}/f1"))
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return None;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .find_map(|l| l.split("subject: ").nth(1))
+        .map(str::to_string)
+}
+
+#[test]
+fn sighup_reloads_certificates_and_a_bad_file_keeps_the_old_ones() {
+    let root = DocRoot::new(false);
+    let dir = root
+        .path("../")
+        .join(format!("certs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::copy(tls_data("p256.pem"), &cert).unwrap();
+    std::fs::copy(tls_data("p256.key"), &key).unwrap();
+    let srv = Server::start(
+        "io-uring",
+        &root.dir,
+        &[
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let err = srv.stderr();
+    let port: u16 = err
+        .split("https://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("https port");
+    let hup_and_wait = |needle: &str, count: usize| {
+        // SAFETY: kill(2) on our child's pid.
+        unsafe { libc::kill(srv.child.id() as i32, libc::SIGHUP) };
+        let t = Instant::now();
+        while srv.stderr().matches(needle).count() < count {
+            assert!(t.elapsed() < Duration::from_secs(5), "{}", srv.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert!(cert_subject(port, "localhost")
+        .unwrap()
+        .contains("CN=localhost"));
+    assert_eq!(
+        cert_subject(port, "rsa.test"),
+        None,
+        "no certificate for rsa.test yet"
+    );
+
+    std::fs::copy(tls_data("rsa.pem"), &cert).unwrap();
+    std::fs::copy(tls_data("rsa.key"), &key).unwrap();
+    hup_and_wait("TLS certificates reloaded", 1);
+    assert!(cert_subject(port, "rsa.test")
+        .unwrap()
+        .contains("CN=rsa.test"));
+
+    // A key that is no key: one error line, and the running certificate stays.
+    std::fs::write(&key, "not a key\n").unwrap();
+    hup_and_wait("keeping the certificates in use", 1);
+    assert!(
+        srv.stderr().contains("no PEM private key"),
+        "{}",
+        srv.stderr()
+    );
+    assert!(cert_subject(port, "rsa.test")
+        .unwrap()
+        .contains("CN=rsa.test"));
+    drop(srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn certificates_are_chosen_by_sni_from_the_config_file() {
+    let root = DocRoot::new(false);
+    let conf = root
+        .path("../")
+        .join(format!("sni-{}.toml", std::process::id()));
+    let d = |n: &str| tls_data(n).display().to_string();
+    std::fs::write(
+        &conf,
+        format!(
+            "tls-listen = [\"127.0.0.1:0\"]\ntls-cert = \"{}\"\ntls-key = \"{}\"\n\
+             tls-certificates = [\n  {{ names = [\"rsa.test\"], cert = \"{}\", key = \"{}\" }},\n  \
+             {{ names = [\"ed25519.test\"], cert = \"{}\", key = \"{}\" }},\n]\n",
+            d("p256.pem"),
+            d("p256.key"),
+            d("rsa.pem"),
+            d("rsa.key"),
+            d("ed25519.pem"),
+            d("ed25519.key")
+        ),
+    )
+    .unwrap();
+    let srv = Server::start("io-uring", &root.dir, &["--config", conf.to_str().unwrap()]);
+    let port: u16 = srv
+        .stderr()
+        .split("https://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("https port");
+    for (name, cn) in [
+        ("localhost", "CN=localhost"),
+        ("rsa.test", "CN=rsa.test"),
+        ("ed25519.test", "CN=ed25519.test"),
+    ] {
+        let subject =
+            cert_subject(port, name).unwrap_or_else(|| panic!("{name}: no verified answer"));
+        assert!(subject.contains(cn), "{name}: {subject}");
+    }
+    drop(srv);
+    let _ = std::fs::remove_file(&conf);
+}

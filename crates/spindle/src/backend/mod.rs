@@ -114,8 +114,9 @@ pub struct WorkerContext {
     /// change that): plain HTTP first, then from `tls_from` on, HTTPS.
     pub listeners: Vec<OwnedFd>,
     pub tls_from: usize,
-    /// The TLS configuration of the HTTPS listeners (`tls.rs`).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The TLS configuration of the HTTPS listeners (`tls.rs`), replaced
+    /// on SIGHUP.
+    pub tls: Option<Arc<crate::tls::Shared>>,
     pub root: Arc<Root>,
     pub cfg: Arc<Config>,
     pub session_cfg: Arc<SessionConfig>,

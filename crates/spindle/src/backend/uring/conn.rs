@@ -79,8 +79,13 @@ impl Worker {
             return;
         }
         let fd = res;
+        if let (Some(shared), Some((gen, _))) = (&self.tls_shared, &self.tls_cfg) {
+            if shared.generation() != *gen {
+                self.tls_cfg = Some(shared.current());
+            }
+        }
         let tls = match (&self.tls_cfg, i >= self.tls_from) {
-            (Some(cfg), true) => match super::tls::TlsState::new(cfg) {
+            (Some((_, cfg)), true) => match super::tls::TlsState::new(cfg) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     crate::say!("spindle: TLS session: {e}");

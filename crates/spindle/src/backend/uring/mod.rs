@@ -269,9 +269,12 @@ struct Worker {
     accept_armed: Vec<bool>,
     accept_resume: Option<Instant>,
     listeners: Vec<OwnedFd>,
-    /// Listeners from this index on serve HTTPS with `tls_cfg`.
+    /// Listeners from this index on serve HTTPS with `tls_shared`'s
+    /// configuration, of which `tls_cfg` is this worker's copy (refreshed
+    /// when a reload moves the generation).
     tls_from: usize,
-    tls_cfg: Option<std::sync::Arc<rustls::ServerConfig>>,
+    tls_shared: Option<std::sync::Arc<crate::tls::Shared>>,
+    tls_cfg: Option<(u64, std::sync::Arc<rustls::ServerConfig>)>,
     // Timers and shutdown.
     now: Instant,
     tick_ts: Box<types::Timespec>,

@@ -133,7 +133,8 @@ impl Worker {
             accept_resume: None,
             listeners,
             tls_from: ctx.tls_from,
-            tls_cfg: ctx.tls.clone(),
+            tls_shared: ctx.tls.clone(),
+            tls_cfg: ctx.tls.as_ref().map(|t| t.current()),
             now: Instant::now(),
             tick_ts: Box::new(
                 types::Timespec::new()
