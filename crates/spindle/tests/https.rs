@@ -399,3 +399,64 @@ fn certificates_are_chosen_by_sni_from_the_config_file() {
     drop(srv);
     let _ = std::fs::remove_file(&conf);
 }
+
+/// A client that starts an HTTPS download and stops reading: --send-timeout
+/// drops it, and the worker lets go of everything it held (the SEND of TLS
+/// records waiting for socket space is cancelled).
+#[test]
+fn a_stalled_https_reader_is_dropped_after_the_send_timeout() {
+    // 64 MiB: more than the socket buffers on both sides hold.
+    let root = DocRoot::new(true);
+    let (srv, port) = start_https(&root, &["--send-timeout", "1"]);
+    let pid = srv.child.id();
+    // Sockets only: the open-file cache may keep the file open.
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    };
+    let idle = fds();
+    // curl with a 1-byte/s rate limit reads almost nothing of the body.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _curl = Kill(
+        Command::new("curl")
+            .args(["-sS", "--limit-rate", "1", "-o", "/dev/null", "--cacert"])
+            .arg(tls_data("ca.pem"))
+            .arg("--resolve")
+            .arg(format!("localhost:{port}:127.0.0.1"))
+            .arg(format!("https://localhost:{port}/big"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while fds() == idle {
+        assert!(t.elapsed() < Duration::from_secs(5), "curl never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while fds() > idle {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "the stalled HTTPS connection was not dropped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (meta, _) = curl_get(port, "f1");
+    assert!(meta.starts_with("200"), "{meta}");
+}
+
+fn curl_get(port: u16, name: &str) -> (String, Vec<u8>) {
+    curl(port, &[&format!("https://localhost:{port}/{name}")])
+}

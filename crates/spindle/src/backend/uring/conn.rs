@@ -477,14 +477,15 @@ impl Worker {
         }
         c.phase = Phase::Closing;
         let gen = c.gen;
-        let sending = c.inflight > 0 && c.tx.is_some();
+        let sending =
+            c.inflight > 0 && (c.tx.is_some() || c.tls.as_ref().is_some_and(|t| t.sending()));
         self.cancel_recv(slot);
         if sending {
-            // A SEND (or a POLLOUT wait) for a peer that stopped reading
-            // waits for socket space forever; cancel it (a no-op if none is
-            // in flight). A READ of the file cannot be cut short and simply
-            // completes.
-            for op in [Op::Send, Op::PollOut] {
+            // A SEND (or a POLLOUT wait, or a SEND of TLS records) for a peer
+            // that stopped reading waits for socket space forever; cancel it
+            // (a no-op if none is in flight). A READ of the file cannot be
+            // cut short and simply completes.
+            for op in [Op::Send, Op::PollOut, Op::TlsSend] {
                 self.push(
                     opcode::AsyncCancel::new(ud(op, slot, gen)).build(),
                     ud(Op::Cancel, NO_SLOT, 0),

@@ -63,6 +63,11 @@ impl TlsState {
         self.conn.is_handshaking()
     }
 
+    /// An `Op::TlsSend` is in flight.
+    pub(super) fn sending(&self) -> bool {
+        self.sending
+    }
+
     /// Moves rustls's pending records behind the ones already waiting: into
     /// `queued` while `out` is in flight or `queued` holds records (which go
     /// after `out`'s), else into `out`.
@@ -186,6 +191,7 @@ impl Worker {
     }
 
     pub(super) fn on_tls_send(&mut self, slot: u32, res: i32) {
+        let progress = self.now + self.ctx.cfg.send_timeout;
         let c = self.conn(slot);
         let tls = c.tls.as_mut().expect("TLS connection");
         tls.sending = false;
@@ -198,6 +204,10 @@ impl Worker {
             self.abort(slot);
             return;
         }
+        // Bytes moved: the response is making progress (--send-timeout
+        // counts from the last one, as for a plain SEND).
+        c.deadline = progress;
+        let tls = c.tls.as_mut().expect("TLS connection");
         tls.out_sent += res as usize;
         debug_assert!(tls.out_sent <= tls.out.len());
         let drained = tls.out_sent == tls.out.len() && tls.queued.is_empty();
