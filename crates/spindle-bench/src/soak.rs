@@ -180,6 +180,8 @@ impl Ctx {
         self.counts.errors.fetch_add(1, Relaxed);
         let mut e = self.first_errors.lock().unwrap_or_else(|p| p.into_inner());
         if e.len() < 20 {
+            // Said at once too, so that a long run shows its failures as they come.
+            eprintln!("soak: check failed: {what}");
             e.push(what);
         }
     }
