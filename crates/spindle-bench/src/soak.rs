@@ -78,6 +78,9 @@ pub struct SoakArgs {
     /// left alone (slowdisk mirrors a set that does not change).
     #[arg(long, default_value_t = 0.0)]
     pub fail_rate: f64,
+    /// Extra flag for spindle (repeatable), e.g. `--spindle-flag=--open-file-cache=0`.
+    #[arg(long = "spindle-flag", allow_hyphen_values = true)]
+    pub spindle_flags: Vec<String>,
     /// PRNG seed (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -775,7 +778,10 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
         workers: 1,
         cpus: None,
         cgroup_procs: None,
-        spindle_flags: vec!["--header-timeout".into(), HEADER_TIMEOUT_S.to_string()],
+        spindle_flags: ["--header-timeout".to_string(), HEADER_TIMEOUT_S.to_string()]
+            .into_iter()
+            .chain(a.spindle_flags.iter().cloned())
+            .collect(),
     };
     let mut running = Running::start(server, &setup)?;
     let addr: SocketAddr = format!("127.0.0.1:{}", running.port).parse()?;
