@@ -78,6 +78,11 @@ pub struct SoakArgs {
     /// left alone (slowdisk mirrors a set that does not change).
     #[arg(long, default_value_t = 0.0)]
     pub fail_rate: f64,
+    /// The mutator does not truncate files in place (it still replaces and
+    /// renames them): bytes that `sendfile` has queued can turn to zeros when
+    /// their file is truncated, an open finding (docs/reliability.md).
+    #[arg(long)]
+    pub no_truncate: bool,
     /// Extra flag for spindle (repeatable), e.g. `--spindle-flag=--open-file-cache=0`.
     #[arg(long = "spindle-flag", allow_hyphen_values = true)]
     pub spindle_flags: Vec<String>,
@@ -578,7 +583,7 @@ fn socket2_linger_zero(s: &TcpStream) -> std::io::Result<()> {
 }
 
 /// Replaces, truncates and renames the churn files, a few times a second.
-fn mutator(ctx: &Ctx, seed: u64) {
+fn mutator(ctx: &Ctx, seed: u64, truncate: bool) {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xC0FFEE);
     let mut version = seed.wrapping_mul(1000);
     while !ctx.stop.load(Relaxed) {
@@ -586,7 +591,11 @@ fn mutator(ctx: &Ctx, seed: u64) {
             .root
             .join(format!("c-{}", rng.random_range(0..CHURN_FILES)));
         version += 1;
-        let _ = match rng.random_range(0..3) {
+        let kind = match rng.random_range(0..3) {
+            1 if !truncate => 0,
+            k => k,
+        };
+        let _ = match kind {
             // A new version, renamed over the old (how rsync and deploy tools replace).
             0 => {
                 let tmp = f.with_extension("tmp");
@@ -808,7 +817,8 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
     }
     if !faults {
         let ctx = ctx.clone();
-        threads.push(std::thread::spawn(move || mutator(&ctx, seed)));
+        let truncate = !a.no_truncate;
+        threads.push(std::thread::spawn(move || mutator(&ctx, seed, truncate)));
     }
     {
         let (ctx, n) = (ctx.clone(), a.idle);
