@@ -21,10 +21,14 @@ fn tls_data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// spindle with a plain listener and an HTTPS one; the HTTPS port.
+/// spindle with a plain listener and an HTTPS one serving the test P-256
+/// certificate; the HTTPS port.
 fn start_https(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
-    let cert = tls_data("p256.pem");
-    let key = tls_data("p256.key");
+    start_https_with(root, &tls_data("p256.pem"), &tls_data("p256.key"), extra)
+}
+
+/// [`start_https`] with the certificate and key at these paths.
+fn start_https_with(root: &DocRoot, cert: &Path, key: &Path, extra: &[&str]) -> (Server, u16) {
     let mut args = vec![
         "--workers",
         "1",
@@ -37,19 +41,23 @@ fn start_https(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
     ];
     args.extend_from_slice(extra);
     let srv = Server::start("io-uring", &root.dir, &args);
+    let port = https_port(&srv);
+    (srv, port)
+}
+
+/// The port of the https:// address in the server's startup line.
+fn https_port(srv: &Server) -> u16 {
     let err = srv.stderr();
     let line = err
         .lines()
         .find(|l| l.contains("spindle: serving "))
         .expect("startup line");
-    let port = line
-        .split("https://")
+    line.split("https://")
         .nth(1)
         .and_then(|u| u.split('/').next())
         .and_then(|a| a.rsplit(':').next())
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no https:// address in {line}"));
-    (srv, port)
+        .unwrap_or_else(|| panic!("no https:// address in {line}"))
 }
 
 /// curl over HTTPS, verifying against the test CA; returns (status line fields
@@ -298,25 +306,7 @@ fn sighup_reloads_certificates_and_a_bad_file_keeps_the_old_ones() {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::copy(tls_data("p256.pem"), &cert).unwrap();
     std::fs::copy(tls_data("p256.key"), &key).unwrap();
-    let srv = Server::start(
-        "io-uring",
-        &root.dir,
-        &[
-            "--tls-listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    );
-    let err = srv.stderr();
-    let port: u16 = err
-        .split("https://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .expect("https port");
+    let (srv, port) = start_https_with(&root, &cert, &key, &[]);
     let hup_and_wait = |needle: &str, count: usize| {
         // SAFETY: kill(2) on our child's pid.
         unsafe { libc::kill(srv.child.id() as i32, libc::SIGHUP) };
@@ -380,13 +370,7 @@ fn certificates_are_chosen_by_sni_from_the_config_file() {
     )
     .unwrap();
     let srv = Server::start("io-uring", &root.dir, &["--config", conf.to_str().unwrap()]);
-    let port: u16 = srv
-        .stderr()
-        .split("https://127.0.0.1:")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .expect("https port");
+    let port = https_port(&srv);
     for (name, cn) in [
         ("localhost", "CN=localhost"),
         ("rsa.test", "CN=rsa.test"),
@@ -422,14 +406,7 @@ fn a_stalled_https_reader_is_dropped_after_the_send_timeout() {
     };
     let idle = fds();
     // curl with a 1-byte/s rate limit reads almost nothing of the body.
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _curl = Kill(
+    let _curl = Killed(
         Command::new("curl")
             .args(["-sS", "--limit-rate", "1", "-o", "/dev/null", "--cacert"])
             .arg(tls_data("ca.pem"))

@@ -9,7 +9,7 @@ use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -27,15 +27,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// GET `path` on `port` until it answers (the server may still be starting).

@@ -367,3 +367,14 @@ pub fn closed_by_server(r: &mut impl Read, wait: Duration) -> bool {
         }
     }
 }
+
+/// A child process (a client, a helper) killed and reaped when dropped, so a
+/// failing test leaves none behind.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
