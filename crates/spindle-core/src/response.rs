@@ -16,6 +16,26 @@ pub struct FileMeta {
     pub kind: FileKind,
 }
 
+/// What identifies one version of a file's contents for HTTP: the size and
+/// the modification time, as in the entity tag. A change that keeps both
+/// is invisible to caches and conditional requests as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: u32,
+}
+
+impl FileMeta {
+    pub fn version(&self) -> Version {
+        Version {
+            size: self.size,
+            mtime_sec: self.mtime_sec,
+            mtime_nsec: self.mtime_nsec,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
     Regular,
@@ -34,6 +54,12 @@ pub struct Response {
     pub head: Vec<u8>,
     /// `(offset, length)` of the opened file to send after `head`.
     pub file: Option<(u64, u64)>,
+    /// The version of the file that `head` describes (its `ETag` and
+    /// `Last-Modified`), set whenever `file` is. The driver checks that the
+    /// file still has it before it hands the body's last byte to the
+    /// socket, so that a file changed in place mid-response ends in a short
+    /// body, never in other bytes under the promised length.
+    pub version: Option<Version>,
     /// Whether the connection stays open after this response.
     pub keep_alive: bool,
     /// Body bytes this response carries (in `head` or from the file), for
@@ -178,6 +204,7 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
         status,
         head,
         file: None,
+        version: None,
         keep_alive: ctx.keep_alive,
         body_len: if ctx.head_only { 0 } else { body.len() as u64 },
     }
@@ -229,6 +256,7 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
             status: 304,
             head: h.finish(ctx),
             file: None,
+            version: None,
             keep_alive: ctx.keep_alive,
             body_len: 0,
         };
@@ -270,6 +298,7 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
         status,
         head: h.finish(ctx),
         file: send_body.then_some((offset, len)),
+        version: send_body.then(|| meta.version()),
         keep_alive: ctx.keep_alive,
         body_len: if send_body { len } else { 0 },
     }

@@ -61,6 +61,7 @@ fn the_response_check_catches_a_short_body() {
         status: 200,
         head: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc".to_vec(),
         file: None,
+        version: None,
         keep_alive: true,
         body_len: 3,
     };

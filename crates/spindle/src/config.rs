@@ -178,6 +178,9 @@ pub struct Cli {
     /// io-uring: a file's first use reads what misses the page cache with O_DIRECT (direct), through the page cache (cache), or direct only once memory is full (auto) [default: auto]
     #[arg(long, value_enum, value_name = "HOW")]
     pub first_miss: Option<FirstMiss>,
+    /// Send every body from a copy in memory, never by sendfile(2) from the page cache (io-uring, posix-aio); see docs/reliability.md
+    #[arg(long)]
+    pub no_sendfile: bool,
 }
 
 /// One more certificate in the config file, for the host names it serves
@@ -220,6 +223,7 @@ struct FileConfig {
     open_file_cache_valid: Option<f64>,
     small_file_cache: Option<SizeValue>,
     first_miss: Option<FirstMiss>,
+    sendfile: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -260,6 +264,10 @@ pub struct Config {
     pub open_file_cache_valid: Duration,
     pub small_file_cache: u64,
     pub first_miss: FirstMiss,
+    /// Large cached bodies go by `sendfile(2)` (zero-copy). Off: every body
+    /// is read into a buffer and sent from there, so that a file changed in
+    /// place mid-response can never reach bytes already queued.
+    pub sendfile: bool,
 }
 
 /// Parses a config file's text; `name` says which file in the error.
@@ -526,6 +534,7 @@ impl Config {
                 .first_miss
                 .or(file.first_miss)
                 .unwrap_or(FirstMiss::Auto),
+            sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
         })
     }
 

@@ -158,6 +158,19 @@ fn stat(fd: RawFd) -> io::Result<(FileMeta, u64, u64)> {
     Ok((meta, st.st_nlink, st.st_dev))
 }
 
+/// Whether the open file `fd` still has `version` (size and modification
+/// time, as the response's head described it). One `fstat`: the inode's
+/// attributes, no disk access. Linux gives a file a fine-grained, distinct
+/// modification time on the first change after its times were read
+/// (multigrain timestamps, 6.13+), so a write in place or a truncation
+/// after the head was built shows here.
+pub fn has_version(fd: RawFd, version: &spindle_core::response::Version) -> bool {
+    match stat(fd) {
+        Ok((meta, _, _)) => meta.version() == *version,
+        Err(_) => false,
+    }
+}
+
 /// Whether every page of `[offset, offset + len)` of `fd` is in the page
 /// cache, by `cachestat(2)` (Linux 6.5+). `None` when the kernel lacks it.
 pub fn range_cached(fd: RawFd, offset: u64, len: u64) -> Option<bool> {

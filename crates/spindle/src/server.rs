@@ -77,6 +77,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             cfg.backend.name()
         ));
     }
+    if !cfg.sendfile && !matches!(cfg.backend, BackendKind::IoUring | BackendKind::PosixAio) {
+        return Err(format!(
+            "sendfile = false: backend {} is built on sendfile(2); use io-uring or posix-aio",
+            cfg.backend.name()
+        ));
+    }
     let tls = if cfg.tls_listen.is_empty() {
         None
     } else {

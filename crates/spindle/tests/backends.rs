@@ -696,18 +696,7 @@ fn a_file_shrinking_under_a_cold_read_is_cut_short() {
         evict(&path);
         let srv = Server::start(&b, &dir, &["--chunk-size", "64k"]);
         let s = srv.connect();
-        // A small, locked receive buffer keeps the server from racing ahead.
-        let size: libc::c_int = 64 * 1024;
-        // SAFETY: setsockopt with a pointer to a live c_int and its size.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+        small_rcvbuf(&s);
         (&s).write_all(b"GET /shrink HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
         let mut r = BufReader::with_capacity(4096, s);

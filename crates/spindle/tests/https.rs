@@ -196,23 +196,6 @@ fn plain_http_garbage_and_stalled_handshakes_are_closed() {
     drop(srv);
 }
 
-fn startup_error(args: &[&str], needle: &str) {
-    let root = DocRoot::new(false);
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args(args)
-        .arg(&root.dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
-    assert!(
-        err.starts_with("spindle: error: ") && err.contains(needle),
-        "{args:?}: {err}"
-    );
-}
-
 #[test]
 fn bad_tls_settings_give_one_line_and_exit_1() {
     let cert = tls_data("p256.pem");

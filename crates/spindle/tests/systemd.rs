@@ -119,7 +119,16 @@ fn serves_the_socket_systemd_passes() {
         TcpStream::connect(("127.0.0.1", other)).is_err(),
         "--listen is ignored"
     );
-    let err = std::fs::read_to_string(&log).unwrap();
+    // The workers may answer before the main thread's startup line is
+    // written: give it a moment.
+    let mut err = String::new();
+    for _ in 0..100 {
+        err = std::fs::read_to_string(&log).unwrap();
+        if err.contains("1 socket passed by systemd") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(err.contains("1 socket passed by systemd"), "{err}");
     let _ = std::fs::remove_file(&log);
 }

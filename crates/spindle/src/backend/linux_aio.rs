@@ -371,6 +371,11 @@ impl Mover for LinuxAio {
             }
             // 1. Bytes in the slot: head (corked), then sendfile from shm.
             if st.data_left > 0 {
+                if tx.left == 0 {
+                    if let Err(p) = epoll::last_bytes_ok(tx) {
+                        return p;
+                    }
+                }
                 if let Err(s) = epoll::send_head(sock, tx, true) {
                     return s.into();
                 }
@@ -421,7 +426,7 @@ impl Mover for LinuxAio {
             let file = tx.file.as_ref().expect("file for body").as_raw_fd();
             if fs::range_cached(file, tx.off, n) == Some(true) {
                 if let Err(s) = epoll::sendfile_range(sock, tx, file, n) {
-                    return s.into();
+                    return s;
                 }
                 turn += n;
                 continue;

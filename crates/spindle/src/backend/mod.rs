@@ -83,6 +83,15 @@ pub fn truncated() {
     crate::say!("spindle: a file was truncated while being sent; closing the connection");
 }
 
+/// Logs a file whose size or modification time changed while its body
+/// was being sent: the last bytes are withheld and the connection dropped,
+/// so the client sees a short body instead of a mix of two versions.
+pub fn changed() {
+    crate::say!(
+        "spindle: a file changed while being sent; closing the connection before its last bytes"
+    );
+}
+
 /// Moves the body of a response into its head buffer when the file's
 /// whole contents are cached in memory (see `filecache`): the response
 /// then goes out as one send, with no file read. Returns whether it did.
@@ -97,6 +106,7 @@ pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
     };
     resp.head.extend_from_slice(bytes);
     resp.file = None;
+    resp.version = None;
     true
 }
 

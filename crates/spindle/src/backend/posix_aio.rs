@@ -256,6 +256,9 @@ pub struct PosixAio {
     pool: Arc<Pool>,
     reply: Arc<Reply>,
     chunk: usize,
+    /// Cached chunks go by `sendfile` (config `sendfile`); else every
+    /// chunk is read into a buffer by an I/O thread.
+    sendfile: bool,
     max_inflight: usize,
     bufs_made: usize,
     bufs_free: Vec<Box<[u8]>>,
@@ -322,6 +325,7 @@ impl Mover for PosixAio {
                 efd: epoll::new_eventfd()?,
             }),
             chunk: cfg.chunk_size as usize,
+            sendfile: cfg.sendfile,
             max_inflight,
             bufs_made: 0,
             bufs_free: Vec::new(),
@@ -357,8 +361,14 @@ impl Mover for PosixAio {
             if st.failed {
                 return Progress::Fail;
             }
-            // 1. Bytes of a chunk buffer, after the rest of the head.
+            // 1. Bytes of a chunk buffer, after the rest of the head (the
+            //    body's last ones once the file is checked).
             if st.sent < st.len {
+                if tx.left == 0 {
+                    if let Err(p) = epoll::last_bytes_ok(tx) {
+                        return p;
+                    }
+                }
                 let buf = st.buf.as_ref().expect("chunk buffer");
                 let n =
                     match epoll::send_two(sock, tx.head_left(), &buf[st.sent..st.len], tx.left > 0)
@@ -399,10 +409,13 @@ impl Mover for PosixAio {
             // I/O thread.
             let n = (self.chunk as u64).min(tx.left);
             let file = tx.file.as_ref().expect("file for body");
-            if !st.missed && fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true) {
+            if self.sendfile
+                && !st.missed
+                && fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true)
+            {
                 let fd = file.as_raw_fd();
                 if let Err(s) = epoll::sendfile_range(sock, tx, fd, n) {
-                    return s.into();
+                    return s;
                 }
                 turn += n as usize;
                 continue;

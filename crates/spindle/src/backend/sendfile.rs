@@ -52,7 +52,7 @@ impl Mover for Sendfile {
         match epoll::sendfile_range(sock, tx, file, self.turn) {
             Ok(()) if tx.left == 0 => Progress::Done,
             Ok(()) => Progress::Yield,
-            Err(s) => s.into(),
+            Err(s) => s,
         }
     }
 

@@ -378,3 +378,36 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+pub fn startup_error(args: &[&str], needle: &str) {
+    let root = DocRoot::new(false);
+    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(args)
+        .arg(&root.dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        err.starts_with("spindle: error: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+}
+
+/// A small, locked receive buffer, so that the server cannot queue the
+/// whole body before the file changes.
+pub fn small_rcvbuf(s: &TcpStream) {
+    let size: libc::c_int = 64 * 1024;
+    // SAFETY: setsockopt with a pointer to a live c_int and its size.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}

@@ -103,11 +103,36 @@ pub fn sendfile(sock: RawFd, fd: RawFd, off: &mut u64, count: u64) -> Result<usi
     }
 }
 
+/// Called by a mover before it hands the body's last bytes to the socket:
+/// `Err(Progress::Changed)` when the file no longer has the version the
+/// head described (size and modification time, [`fs::has_version`]), so
+/// that a file changed in place ends in a short body, never in a mix of two
+/// versions under the promised length. Bytes that `sendfile` queued
+/// earlier are the page cache's own pages until the peer reads them; a
+/// change after this check can still reach those (see docs/reliability.md).
+pub fn last_bytes_ok(tx: &mut Tx) -> Result<(), Progress> {
+    if tx.verified {
+        return Ok(());
+    }
+    let (Some(version), Some(file)) = (tx.resp.version, tx.file.as_ref()) else {
+        return Ok(());
+    };
+    if fs::has_version(file.as_raw_fd(), &version) {
+        tx.verified = true;
+        Ok(())
+    } else {
+        Err(Progress::Changed)
+    }
+}
+
 /// Sends the rest of the head (corked) and then up to `limit` bytes of the
 /// file range of `tx` with `sendfile(2)` from `fd` at `tx.off`. `Ok` when
 /// `limit` bytes (or the rest of the range) went out.
-pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result<(), Stop> {
+pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result<(), Progress> {
     let limit = limit.min(tx.left);
+    if limit == tx.left {
+        last_bytes_ok(tx)?;
+    }
     send_head(sock, tx, tx.left > 0)?;
     let end = tx.off + limit;
     while tx.off < end {
@@ -115,15 +140,15 @@ pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result
         match sendfile(sock, fd, &mut off, end - tx.off) {
             Ok(0) => {
                 truncated();
-                return Err(Stop::Fail);
+                return Err(Progress::Fail);
             }
             Ok(n) => {
                 tx.off += n as u64;
                 tx.left -= n as u64;
                 tx.body_sent += n as u64;
             }
-            Err(libc::EAGAIN) => return Err(Stop::Full),
-            Err(_) => return Err(Stop::Fail),
+            Err(libc::EAGAIN) => return Err(Progress::SocketFull),
+            Err(_) => return Err(Progress::Fail),
         }
     }
     Ok(())

@@ -48,8 +48,8 @@ mod mover;
 mod respond;
 
 pub use datapath::{
-    drain_eventfd, new_eventfd, open_error, open_sync, send_head, send_two, sendfile,
-    sendfile_range, Stop,
+    drain_eventfd, last_bytes_ok, new_eventfd, open_error, open_sync, send_head, send_two,
+    sendfile, sendfile_range, Stop,
 };
 pub use mover::{Completion, Mover, OpenResult, Opened, Progress, Ticket, Tx};
 

@@ -39,6 +39,9 @@ pub struct Tx {
     pub left: u64,
     /// File bytes handed to the socket.
     pub body_sent: u64,
+    /// The file was found to still have `resp.version` just before the
+    /// body's last bytes went to the socket ([`super::last_bytes_ok`]).
+    pub verified: bool,
 }
 
 impl Tx {
@@ -82,6 +85,10 @@ pub enum Progress {
     /// in the response's place if no byte of it is out yet, and keeps the
     /// connection; otherwise it drops the connection.
     ReadFailed(i32),
+    /// The file changed (size or modification time) before the body's
+    /// last bytes went out: the loop answers 503 in the response's place
+    /// if none of it is out yet, else drops the connection.
+    Changed,
 }
 
 /// The answer to [`Mover::open`].

@@ -14,7 +14,7 @@ use super::datapath::open_error;
 use super::{
     Completion, Mover, OpenResult, Opened, Phase, Progress, Ticket, Tx, Worker, READ_TURN_BYTES,
 };
-use crate::backend::{inline_body, read_failed, unix_now};
+use crate::backend::{changed, inline_body, read_failed, unix_now};
 use crate::net;
 
 impl<M: Mover> Worker<M> {
@@ -136,6 +136,7 @@ impl<M: Mover> Worker<M> {
             off,
             left,
             body_sent: 0,
+            verified: false,
         });
         // Input that is already waiting is left in the socket until this
         // response is done (or until the next edge, for a long response):
@@ -164,21 +165,27 @@ impl<M: Mover> Worker<M> {
             Progress::Waiting => c.waiting = true,
             Progress::Yield => self.enqueue(who),
             Progress::Fail => self.close(who),
-            Progress::ReadFailed(errno) => self.read_failed(who, errno),
+            Progress::ReadFailed(errno) => self.read_failed(who, Some(errno)),
+            Progress::Changed => self.read_failed(who, None),
         }
     }
 
-    /// A disk read of the response failed: its replacement (500 or 503) if
-    /// nothing of it has been sent, else the connection is dropped (a head
-    /// promised bytes that cannot follow).
-    fn read_failed(&mut self, who: Ticket, errno: i32) {
+    /// A disk read of the response failed with `errno`, or (`None`) the
+    /// file changed before its last bytes went out: the replacement (500 or
+    /// 503) if nothing of it has been sent, else the connection is dropped
+    /// (a head promised bytes that cannot follow).
+    fn read_failed(&mut self, who: Ticket, errno: Option<i32>) {
         let cfg = self.ctx.session_cfg.clone();
         let c = self.conns[who.slot as usize]
             .as_mut()
             .expect("live connection");
         let tx = c.tx.as_ref().expect("response in progress");
         let answered = tx.progress() == 0;
-        read_failed(errno, answered);
+        match errno {
+            Some(e) => read_failed(e, answered),
+            None => changed(),
+        }
+        let errno = errno.unwrap_or(libc::EAGAIN);
         if !answered {
             self.close(who);
             return;

@@ -162,6 +162,9 @@ struct Tx {
     map: Option<fs::FileMap>,
     /// The file could not be mapped: misses are `READ` chunk by chunk.
     unmappable: bool,
+    /// The file was found to still have `resp.version` just before the
+    /// body's last bytes went to the socket (`Worker::last_bytes_ok`).
+    verified: bool,
 }
 
 /// A chunk being read ahead (see [`Tx::ahead`]).

@@ -200,6 +200,11 @@ impl Worker {
         // copy; the socket is non-blocking and the range is cached, so it
         // cannot wait), and keep the buffer's copy only for what the socket
         // would not take now, or for pages reclaimed in between.
+        if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
+            return;
+        }
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("tx");
         if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
             if tx.head_sent < tx.resp.head.len() {
                 match epoll::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
@@ -272,6 +277,16 @@ impl Worker {
             self.abort(slot);
             return;
         }
+        self.answer_instead(slot, errno);
+    }
+
+    /// Replaces the response in progress, of which no byte is out and no
+    /// operation is in flight, with the session's 500 (or, for a passing
+    /// `errno`, 503 with `Retry-After`); the connection stays usable.
+    pub(super) fn answer_instead(&mut self, slot: u32, errno: i32) {
+        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let tx = c.tx.as_ref().expect("response in progress");
+        debug_assert!(tx.head_sent == 0 && tx.body_sent == 0);
         debug_assert!(tx.ahead.is_none(), "read-ahead before anything was sent");
         self.release_tx(slot);
         let cfg = self.ctx.session_cfg.clone();

@@ -12,7 +12,7 @@ use super::read::go_direct;
 use super::ring::Op;
 use super::{Phase, Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
 use crate::backend::epoll::{self, Stop};
-use crate::backend::{truncated, unix_now};
+use crate::backend::{changed, truncated, unix_now};
 use crate::config::FirstMiss;
 use crate::fs;
 use crate::net;
@@ -58,6 +58,7 @@ impl Worker {
 
     pub(super) fn start_tx(&mut self, slot: u32, resp: Response) {
         let send_timeout = self.ctx.cfg.send_timeout;
+        let zero_copy = self.ctx.cfg.sendfile;
         let now = self.now;
         let c = self.conn(slot);
         c.phase = Phase::Sending;
@@ -76,7 +77,7 @@ impl Worker {
             file_off,
             file_left,
             body_sent: 0,
-            small: file_left < SENDFILE_MIN || tls,
+            small: file_left < SENDFILE_MIN || tls || !zero_copy,
             first_use,
             direct: false,
             missed: false,
@@ -90,6 +91,7 @@ impl Worker {
             waiting: false,
             map: None,
             unmappable: false,
+            verified: false,
         });
         self.pump(slot);
     }
@@ -122,8 +124,14 @@ impl Worker {
             self.push_conn(slot, Op::Send, sqe);
             return;
         }
-        // 2. Bytes in the chunk buffer, the rest of the head leading them.
+        // 2. Bytes in the chunk buffer, the rest of the head leading them
+        //    (the body's last ones once the file is checked).
         if buffered {
+            if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
+                return;
+            }
+            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let tx = c.tx.as_mut().expect("response in progress");
             let b = tx.buf.expect("buffered bytes without a buffer");
             let p = &self.pool[b as usize].get()[tx.buf_pos..tx.buf_end];
             if c.tls.is_some() {
@@ -278,9 +286,10 @@ impl Worker {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
-        let tx = c.tx.as_mut().expect("response in progress");
         let mut turn = 0u64;
         loop {
+            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let tx = c.tx.as_mut().expect("response in progress");
             if turn >= SENDFILE_TURN {
                 // Fairness: this connection has had its share of the loop's
                 // turn. A NOP completes in the next batch, after the other
@@ -307,6 +316,14 @@ impl Worker {
             if ready == 0 {
                 return false;
             }
+            if ready == tx.file_left {
+                // This call would send the body's last bytes.
+                if !self.last_bytes_ok(slot) {
+                    return true;
+                }
+            }
+            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let tx = c.tx.as_mut().expect("response in progress");
             if tx.head_sent < tx.resp.head.len() {
                 // The head goes first by a direct send (MSG_MORE: it joins
                 // the file bytes in one segment), saving a ring round trip;
@@ -372,6 +389,39 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Called before the body's last bytes go to the socket (by `SEND`
+    /// from the buffer or by `sendfile`): whether the file still has the
+    /// version the head described ([`fs::has_version`]). If it has not, the
+    /// response ends here: the session's 503 in its place when none of it
+    /// is out yet, else the connection is dropped, so that the client sees
+    /// a short body rather than a mix of two versions under the promised
+    /// length. Bytes `sendfile` queued earlier are the page cache's own
+    /// pages until the peer has read them, so a change after this check
+    /// can still reach them: `sendfile = false` in the config sends every
+    /// body from a copy instead (docs/reliability.md).
+    pub(super) fn last_bytes_ok(&mut self, slot: u32) -> bool {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let tx = c.tx.as_mut().expect("response in progress");
+        let Some(version) = tx.resp.version else {
+            return true;
+        };
+        if tx.verified {
+            return true;
+        }
+        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        if fs::has_version(file, &version) {
+            tx.verified = true;
+            return true;
+        }
+        changed();
+        if tx.head_sent == 0 && tx.body_sent == 0 {
+            self.answer_instead(slot, libc::EAGAIN);
+        } else {
+            self.abort(slot);
+        }
+        false
     }
 
     pub(super) fn on_send(&mut self, slot: u32, res: i32) {
