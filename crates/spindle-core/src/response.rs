@@ -56,9 +56,10 @@ pub struct Response {
     pub file: Option<(u64, u64)>,
     /// The version of the file that `head` describes (its `ETag` and
     /// `Last-Modified`), set whenever `file` is. The driver checks that the
-    /// file still has it before it hands the body's last byte to the
-    /// socket, so that a file changed in place mid-response ends in a short
-    /// body, never in other bytes under the promised length.
+    /// file still has it (or has only grown) before it hands the body's
+    /// last byte to the socket, so that a file changed in place
+    /// mid-response ends in a short body, never in other bytes under the
+    /// promised length.
     pub version: Option<Version>,
     /// Whether the connection stays open after this response.
     pub keep_alive: bool,

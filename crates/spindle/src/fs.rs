@@ -158,15 +158,18 @@ fn stat(fd: RawFd) -> io::Result<(FileMeta, u64, u64)> {
     Ok((meta, st.st_nlink, st.st_dev))
 }
 
-/// Whether the open file `fd` still has `version` (size and modification
-/// time, as the response's head described it). One `fstat`: the inode's
-/// attributes, no disk access. Linux gives a file a fine-grained, distinct
-/// modification time on the first change after its times were read
-/// (multigrain timestamps, 6.13+), so a write in place or a truncation
-/// after the head was built shows here.
+/// Whether the open file `fd` can still give the bytes of `version` (size
+/// and modification time, as the response's head described it): it has
+/// that version, or it has grown past it (an append leaves the first bytes
+/// as they were; a growing log or recording stays servable). One `fstat`:
+/// the inode's attributes, no disk access. Linux gives a file a fine-
+/// grained, distinct modification time on the first change after its times
+/// were read (multigrain timestamps, 6.13+), so a write in place of the
+/// same length shows here; a shorter file shows by its size. A write in
+/// place that also makes the file longer looks like an append, and passes.
 pub fn has_version(fd: RawFd, version: &spindle_core::response::Version) -> bool {
     match stat(fd) {
-        Ok((meta, _, _)) => meta.version() == *version,
+        Ok((meta, _, _)) => meta.size > version.size || meta.version() == *version,
         Err(_) => false,
     }
 }

@@ -163,3 +163,45 @@ fn no_sendfile_is_refused_by_the_sendfile_backends() {
         );
     }
 }
+
+/// A file appended to while it is sent (a growing log, a recording) is not
+/// a change of the bytes promised: the response goes out whole, the bytes
+/// of the length its head gave.
+#[test]
+fn a_file_appended_to_mid_response_is_served_whole() {
+    const SIZE: u64 = 24 << 20;
+    let dir = std::env::temp_dir().join(format!("spindle-append-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for b in backends() {
+        let original = random_bytes(SIZE, 9);
+        let path = dir.join("growing");
+        std::fs::write(&path, &original).unwrap();
+        let srv = Server::start(&b, &dir, &[]);
+        let s = srv.connect();
+        small_rcvbuf(&s);
+        let mut r = BufReader::with_capacity(4096, s);
+        assert_eq!(get_head(&mut r, "growing"), SIZE);
+        let mut body = vec![0u8; 1 << 20];
+        r.read_exact(&mut body).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&random_bytes(1 << 20, 10)).unwrap();
+        drop(f);
+        body.extend(read_body(&mut r, SIZE - body.len() as u64));
+        assert!(
+            body == original,
+            "{b}: {} bytes, not the file's first {SIZE}",
+            body.len()
+        );
+        assert!(
+            !srv.stderr().contains("changed while being sent"),
+            "{b}: {}",
+            srv.stderr()
+        );
+        still_serves(&srv, &dir, &b);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
