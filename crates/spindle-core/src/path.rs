@@ -11,7 +11,9 @@
 //! - a `..` segment (written plainly or as `%2e%2e`) is refused: 400;
 //! - empty and `.` segments are dropped (as nginx merges slashes);
 //! - a segment that starts with `.` (a dotfile or dot-directory) is hidden
-//!   unless dotfiles are enabled: 404.
+//!   unless dotfiles are enabled: 404. The one exception is a first segment
+//!   of exactly `.well-known` (RFC 8615: ACME challenges, `security.txt`),
+//!   which exists to be served; dot-names beneath it are still hidden.
 
 /// Why a target was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +98,10 @@ pub fn resolve(path: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError>
     normalize(&decoded, allow_dotfiles)
 }
 
+/// The top-level directory of well-known URIs (RFC 8615), served even
+/// when other dot-names are hidden.
+const WELL_KNOWN: &[u8] = b".well-known";
+
 /// Applies the segment rules to a decoded path.
 fn normalize(decoded: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError> {
     let is_dir_request = decoded.last() == Some(&b'/');
@@ -104,6 +110,7 @@ fn normalize(decoded: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError
         match seg {
             b"" | b"." => continue,
             b".." => return Err(PathError::BadRequest),
+            WELL_KNOWN if rel.is_empty() => rel.extend_from_slice(seg),
             _ if seg[0] == b'.' && !allow_dotfiles => return Err(PathError::Hidden),
             _ => {
                 if !rel.is_empty() {
@@ -183,6 +190,18 @@ mod tests {
         assert_eq!(resolve(b"/.git/config", false), Err(PathError::Hidden));
         assert_eq!(resolve(b"/a/.htpasswd", false), Err(PathError::Hidden));
         assert_eq!(resolve(b"/%2egit", false), Err(PathError::Hidden));
+        // RFC 8615's directory is served; dot-names under it are not, nor
+        // a .well-known below the top.
+        assert_eq!(
+            resolve(b"/.well-known/acme-challenge/tok", false).map(|r| r.rel),
+            Ok(b".well-known/acme-challenge/tok".to_vec())
+        );
+        assert_eq!(
+            resolve(b"//./.well-known/x", false).map(|r| r.rel),
+            Ok(b".well-known/x".to_vec())
+        );
+        assert_eq!(resolve(b"/.well-known/.git", false), Err(PathError::Hidden));
+        assert_eq!(resolve(b"/a/.well-known/x", false), Err(PathError::Hidden));
         assert!(resolve(b"/.well-known/x", true).is_ok());
     }
 

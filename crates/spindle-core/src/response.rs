@@ -72,6 +72,8 @@ pub struct Response {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx<'a> {
     pub server: &'a str,
+    /// Configured header fields for every response, wire-ready.
+    pub extra: &'a [u8],
     pub keep_alive: bool,
     /// Send `Connection: keep-alive` (HTTP/1.0 clients need it).
     pub announce_keep_alive: bool,
@@ -118,6 +120,7 @@ impl Head {
     }
 
     fn finish(mut self, ctx: &Ctx) -> Vec<u8> {
+        self.buf.extend_from_slice(ctx.extra);
         if !ctx.keep_alive {
             self.buf.extend_from_slice(b"Connection: close\r\n");
         } else if ctx.announce_keep_alive {

@@ -27,6 +27,10 @@ pub struct SessionConfig {
     pub max_header_bytes: usize,
     pub max_requests_per_connection: u64,
     pub allow_dotfiles: bool,
+    /// Header fields added to every response, as they go on the wire
+    /// (`Name: value\r\n` each; checked by the driver's configuration),
+    /// like nginx's `add_header ... always`.
+    pub extra_headers: Vec<u8>,
 }
 
 impl Default for SessionConfig {
@@ -37,6 +41,7 @@ impl Default for SessionConfig {
             max_header_bytes: limits::DEFAULT_MAX_HEADER_BYTES,
             max_requests_per_connection: limits::DEFAULT_MAX_REQUESTS_PER_CONNECTION,
             allow_dotfiles: false,
+            extra_headers: Vec::new(),
         }
     }
 }
@@ -431,6 +436,7 @@ impl Session {
     ) -> Ctx<'a> {
         Ctx {
             server: &cfg.server_name,
+            extra: &cfg.extra_headers,
             keep_alive,
             announce_keep_alive: announce && keep_alive,
             head_only,

@@ -126,10 +126,15 @@ pub fn check_path(p: &[u8], dotfiles: bool) {
     assert!(!p.is_empty(), "empty path");
     assert!(!p.starts_with(b"/"), "absolute path {p:?}");
     assert!(!p.contains(&0), "NUL in path");
-    for seg in p.split(|&b| b == b'/') {
+    for (i, seg) in p.split(|&b| b == b'/').enumerate() {
         assert!(!seg.is_empty(), "empty segment in {p:?}");
         assert!(seg != b".." && seg != b".", "dot segment in {p:?}");
-        assert!(dotfiles || seg[0] != b'.', "hidden segment in {p:?}");
+        // RFC 8615's top-level `.well-known` is the one dot-name served.
+        let well_known = i == 0 && seg == b".well-known";
+        assert!(
+            dotfiles || well_known || seg[0] != b'.',
+            "hidden segment in {p:?}"
+        );
     }
 }
 

@@ -178,6 +178,9 @@ pub struct Cli {
     /// io-uring: a file's first use reads what misses the page cache with O_DIRECT (direct), through the page cache (cache), or direct only once memory is full (auto) [default: auto]
     #[arg(long, value_enum, value_name = "HOW")]
     pub first_miss: Option<FirstMiss>,
+    /// Add a header field to every response, as nginx's `add_header ... always` (repeatable), e.g. "Strict-Transport-Security: max-age=31536000"
+    #[arg(long = "add-header", value_name = "NAME: VALUE")]
+    pub add_header: Vec<String>,
     /// Send every body from a copy in memory, never by sendfile(2) from the page cache (io-uring, posix-aio); see docs/reliability.md
     #[arg(long)]
     pub no_sendfile: bool,
@@ -224,6 +227,7 @@ struct FileConfig {
     small_file_cache: Option<SizeValue>,
     first_miss: Option<FirstMiss>,
     sendfile: Option<bool>,
+    add_headers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -268,6 +272,72 @@ pub struct Config {
     /// is read into a buffer and sent from there, so that a file changed in
     /// place mid-response can never reach bytes already queued.
     pub sendfile: bool,
+    /// `--add-header` fields, wire-ready (`Name: value\r\n` each).
+    pub extra_headers: Vec<u8>,
+}
+
+/// Most `add-header` fields.
+pub const MAX_ADD_HEADERS: usize = 32;
+/// Most bytes of all `add-header` fields together.
+pub const MAX_ADD_HEADER_BYTES: usize = 4096;
+
+/// Fields that frame the message or the connection: spindle writes them
+/// itself, and a second copy would make the response ambiguous.
+const FRAMING_FIELDS: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "trailer",
+    "content-range",
+];
+
+/// Checks `--add-header` values and renders them for the wire.
+fn extra_headers(fields: &[String]) -> Result<Vec<u8>, String> {
+    if fields.len() > MAX_ADD_HEADERS {
+        return Err(format!(
+            "add-header: {} fields; at most {MAX_ADD_HEADERS}",
+            fields.len()
+        ));
+    }
+    let mut out = Vec::new();
+    for f in fields {
+        let shown = f.escape_debug();
+        let Some((name, value)) = f.split_once(':') else {
+            return Err(format!(
+                "add-header \"{shown}\": write it as \"Name: value\""
+            ));
+        };
+        let value = value.trim_matches([' ', '\t']);
+        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(tchar) {
+            return Err(format!(
+                "add-header \"{shown}\": the name must be letters, digits or !#$%&'*+-.^_`|~"
+            ));
+        }
+        if value.chars().any(|c| c.is_ascii_control() && c != '\t') {
+            return Err(format!(
+                "add-header \"{shown}\": the value holds a control character"
+            ));
+        }
+        if FRAMING_FIELDS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "add-header \"{shown}\": {name} is set by spindle itself"
+            ));
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if out.len() > MAX_ADD_HEADER_BYTES {
+        return Err(format!(
+            "add-header: {} bytes of fields; at most {MAX_ADD_HEADER_BYTES}",
+            out.len()
+        ));
+    }
+    Ok(out)
 }
 
 /// Parses a config file's text; `name` says which file in the error.
@@ -535,6 +605,13 @@ impl Config {
                 .or(file.first_miss)
                 .unwrap_or(FirstMiss::Auto),
             sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
+            // The command line's fields replace the file's, as for every
+            // other key.
+            extra_headers: extra_headers(if cli.add_header.is_empty() {
+                file.add_headers.as_deref().unwrap_or(&[])
+            } else {
+                &cli.add_header
+            })?,
         })
     }
 
@@ -550,6 +627,7 @@ impl Config {
                 .max_header_size
                 .min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
             allow_dotfiles: self.dotfiles,
+            extra_headers: self.extra_headers.clone(),
             ..Default::default()
         }
     }

@@ -290,6 +290,33 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether this kernel offers kernel TLS (`setsockopt(TCP_ULP, "tls")`,
+/// `CONFIG_TLS`), probed on a throwaway loopback connection (the ULP
+/// attaches only to an established socket). With it, `sendfile` could
+/// send file bytes over HTTPS without a copy; spindle does not use it yet
+/// (no kernel to test it on), and says which path it takes at start.
+pub fn ktls_available() -> Result<(), io::Error> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let client = std::net::TcpStream::connect(listener.local_addr()?)?;
+    let _server = listener.accept()?;
+    let ulp = b"tls";
+    // SAFETY: setsockopt with a pointer to a live byte array and its length;
+    // the kernel copies it during the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&client),
+            libc::IPPROTO_TCP,
+            libc::TCP_ULP,
+            ulp.as_ptr().cast(),
+            ulp.len() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

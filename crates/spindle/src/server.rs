@@ -86,7 +86,18 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let tls = if cfg.tls_listen.is_empty() {
         None
     } else {
-        Some(Arc::new(crate::tls::Shared::load(&cfg.tls_certs)?))
+        let shared = crate::tls::Shared::load(&cfg.tls_certs)?;
+        let path = match net::ktls_available() {
+            Ok(()) => "kernel TLS is available but not used yet".to_string(),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                "no kernel TLS (this kernel has no `tls` module, CONFIG_TLS)".to_string()
+            }
+            Err(e) => format!("no kernel TLS ({e})"),
+        };
+        crate::say!(
+            "spindle: HTTPS: {path}; records are encrypted in user space (rustls), bodies read into buffers"
+        );
+        Some(Arc::new(shared))
     };
     let tls_from = activated.len() + listen.len();
     let mut https = Vec::new();

@@ -440,6 +440,19 @@ fn traversal_and_hidden_paths() {
                 "{path} leaked /etc/passwd"
             );
         }
+        // RFC 8615's directory is served without --dotfiles; dot-names
+        // beneath it are not.
+        let wk = root.dir.join(".well-known/acme-challenge");
+        std::fs::create_dir_all(&wk).unwrap();
+        std::fs::write(wk.join("tok"), "proof\n").unwrap();
+        std::fs::write(wk.join(".secret"), "no\n").unwrap();
+        let r = get(srv, "/.well-known/acme-challenge/tok");
+        assert_eq!((r.status, &r.body[..]), (200, &b"proof\n"[..]), "{b}");
+        assert_eq!(
+            get(srv, "/.well-known/acme-challenge/.secret").status,
+            404,
+            "{b}"
+        );
         // A symlink that stays inside the root is followed.
         assert_eq!(get(srv, "/inside").body, root.read("f1"));
         // Double slashes are merged, as nginx does.

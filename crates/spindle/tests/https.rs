@@ -91,7 +91,14 @@ fn curl(port: u16, args: &[&str]) -> (String, Vec<u8>) {
 #[test]
 fn files_of_every_size_come_out_byte_for_byte_over_https() {
     let root = DocRoot::new(false);
-    let (_srv, port) = start_https(&root, &[]);
+    let (srv, port) = start_https(&root, &[]);
+    // The kernel TLS probe says which path HTTPS takes.
+    let err = srv.stderr();
+    assert!(
+        err.contains("HTTPS: no kernel TLS")
+            || err.contains("kernel TLS is available but not used"),
+        "{err}"
+    );
     for size in SIZES {
         let name = format!("f{size}");
         let (meta, body) = curl(port, &[&format!("https://localhost:{port}/{name}")]);
@@ -419,4 +426,74 @@ fn a_stalled_https_reader_is_dropped_after_the_send_timeout() {
 
 fn curl_get(port: u16, name: &str) -> (String, Vec<u8>) {
     curl(port, &[&format!("https://localhost:{port}/{name}")])
+}
+
+/// `openssl s_client` output (stdout and stderr) for one connection, which
+/// sends an HTTP/1.0 GET and reads until the server closes (so that a
+/// TLS 1.3 ticket, sent after the handshake, is read too).
+fn s_client(port: u16, args: &[&str]) -> String {
+    let mut child = Command::new("openssl")
+        .arg("s_client")
+        .arg("-connect")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-ign_eof")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET /f1 HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// openssl's client: the server's order of suites wins (AES-128-GCM over a
+/// client that lists ChaCha20 first, as testssl.sh asks), and sessions are
+/// resumed with TLS 1.2 session IDs (`-reconnect`) and TLS 1.3 tickets.
+#[test]
+fn openssl_s_client_sees_server_order_and_resumption() {
+    let root = DocRoot::new(false);
+    let (_srv, port) = start_https(&root, &[]);
+    let out = s_client(
+        port,
+        &[
+            "-brief",
+            "-tls1_3",
+            "-ciphersuites",
+            "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256",
+        ],
+    );
+    assert!(out.contains("Ciphersuite: TLS_AES_128_GCM_SHA256"), "{out}");
+    let out = s_client(
+        port,
+        &[
+            "-brief",
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256",
+        ],
+    );
+    assert!(
+        out.contains("Ciphersuite: ECDHE-ECDSA-AES128-GCM-SHA256"),
+        "{out}"
+    );
+    // -reconnect: one full handshake, then five on the same session.
+    let out = s_client(port, &["-tls1_2", "-reconnect"]);
+    let reused = out.lines().filter(|l| l.starts_with("Reused")).count();
+    assert_eq!(reused, 5, "{out}");
+    let sess = root.dir.join("../s_client.sess");
+    s_client(port, &["-tls1_3", "-sess_out", sess.to_str().unwrap()]);
+    let out = s_client(port, &["-tls1_3", "-sess_in", sess.to_str().unwrap()]);
+    assert!(out.contains("Reused, TLSv1.3"), "{out}");
+    let _ = std::fs::remove_file(&sess);
 }
