@@ -457,7 +457,8 @@ fn s_client(port: u16, args: &[&str]) -> String {
     )
 }
 
-/// openssl's client: the server's order of suites wins (AES-128-GCM over a
+/// openssl's client: a close by the server ends with close_notify; the
+/// server's order of suites wins (AES-128-GCM over a
 /// client that lists ChaCha20 first, as testssl.sh asks), and sessions are
 /// resumed with TLS 1.2 session IDs (`-reconnect`) and TLS 1.3 tickets.
 #[test]
@@ -474,6 +475,9 @@ fn openssl_s_client_sees_server_order_and_resumption() {
         ],
     );
     assert!(out.contains("Ciphersuite: TLS_AES_128_GCM_SHA256"), "{out}");
+    // The HTTP/1.0 response ends with close_notify, not a bare FIN.
+    assert!(out.contains("HTTP/1.1 200 OK"), "{out}");
+    assert!(!out.contains("unexpected eof"), "no close_notify: {out}");
     let out = s_client(
         port,
         &[

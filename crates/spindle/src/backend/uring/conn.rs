@@ -221,7 +221,9 @@ impl Worker {
             }
             Step::Respond(resp) => self.start_tx(slot, resp),
             Step::Close => {
-                let mut linger = c.session.linger_advised();
+                // HTTPS closes gracefully: close_notify, then the FIN, then
+                // the peer's own close is awaited (begin_close).
+                let mut linger = c.session.linger_advised() || c.tls.is_some();
                 if !linger && !c.recv_armed && !c.peer_eof && net::has_unread_input(c.fd) {
                     // Bytes arrived after the last request while nothing
                     // was receiving: closing over them would send a reset,
@@ -467,6 +469,10 @@ impl Worker {
             c.phase = Phase::Lingering;
             c.deadline = now + LINGER_TIMEOUT;
             let fd = c.fd;
+            if c.tls.is_some() {
+                // close_notify goes first, linked to the shutdown.
+                self.tls_close_notify(slot);
+            }
             self.push_conn(
                 slot,
                 Op::Shutdown,

@@ -14,8 +14,11 @@
 //! File bytes always come through a chunk buffer (`READ`, or `O_DIRECT`):
 //! `sendfile` cannot encrypt (the kernel here has no kTLS).
 //!
-//! Not yet: close_notify before a close (HTTP/1.1 framing makes it optional
-//! for the client), the epoll backends, kTLS.
+//! A connection the server closes gracefully (`Connection: close`, idle
+//! keep-alive, shutdown) sends close_notify before its `SHUTDOWN`, so that
+//! a client can tell the end of the stream from a cut (RFC 8446 §6.1).
+//!
+//! Not yet: the epoll backends, kTLS.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -187,6 +190,33 @@ impl Worker {
         let sqe = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
             .flags(libc::MSG_NOSIGNAL)
             .build();
+        self.push_conn(slot, Op::TlsSend, sqe);
+    }
+
+    /// Queues close_notify and pushes a `SEND` of it linked to the `SQE`
+    /// pushed next (the `SHUTDOWN` of a graceful close), so the alert is on
+    /// the socket before the FIN. Skipped while records are in flight: the
+    /// close then goes without it, as before.
+    pub(super) fn tls_close_notify(&mut self, slot: u32) {
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let fd = c.fd;
+        let tls = c.tls.as_mut().expect("TLS connection");
+        if tls.sending || !tls.queued.is_empty() || tls.out_sent != tls.out.len() {
+            return;
+        }
+        tls.out.clear();
+        tls.out_sent = 0;
+        tls.conn.send_close_notify();
+        tls.take_records();
+        if tls.out.is_empty() {
+            return;
+        }
+        tls.sending = true;
+        // As in tls_flush: `out` stays untouched until this SEND completes.
+        let sqe = opcode::Send::new(types::Fd(fd), tls.out.as_ptr(), tls.out.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .flags(io_uring::squeue::Flags::IO_LINK);
         self.push_conn(slot, Op::TlsSend, sqe);
     }
 
