@@ -250,3 +250,79 @@ pub fn config(data: &[u8]) {
         assert!(!e.contains('\n'), "a multi-line error: {e}");
     }
 }
+
+/// Most ciphertext one input may make the server write: the handshake's
+/// flight, an alert, and the responses to what little plaintext a fuzzed
+/// stream can carry (it cannot finish a handshake: the client's Finished
+/// depends on the server's random).
+const MAX_TLS_OUT: usize = 1 << 20;
+
+/// The server's TLS configuration with the test suite's P-256 certificate,
+/// built once.
+fn tls_config() -> std::sync::Arc<rustls::ServerConfig> {
+    static CFG: std::sync::OnceLock<std::sync::Arc<rustls::ServerConfig>> =
+        std::sync::OnceLock::new();
+    CFG.get_or_init(|| {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../spindle/tests/data/tls");
+        spindle::tls::server_config(&[spindle::tls::CertSpec {
+            names: Vec::new(),
+            cert: dir.join("p256.pem"),
+            key: dir.join("p256.key"),
+        }])
+        .expect("test certificate")
+    })
+    .clone()
+}
+
+/// Bytes from a client on an HTTPS port, split as the first bytes say,
+/// through the server's TLS glue (`spindle::tls::receive`) into a protocol
+/// session, whose answers are encrypted back. Checked: no panic, every
+/// batch ends in `Ok`, `Closed` or `Failed` and nothing is fed after
+/// `Failed`, and what the server writes stays bounded.
+pub fn tls(data: &[u8]) {
+    let mut split = num(data, 0, 2) | 1;
+    let mut rest = data.get(2..).unwrap_or(&[]);
+    let mut conn = rustls::ServerConnection::new(tls_config()).expect("server connection");
+    let cfg = SessionConfig::default();
+    let mut s = Session::new();
+    let mut out = Vec::new();
+    let mut written = 0usize;
+    while !rest.is_empty() {
+        split = xorshift(split);
+        let n = 1 + (split as usize % 512).min(rest.len() - 1);
+        let outcome = spindle::tls::receive(&mut conn, &rest[..n], |p| s.feed(p));
+        rest = &rest[n..];
+        // Answer what the session can answer (no file exists here).
+        for _ in 0..MAX_STEPS {
+            match s.next(&cfg) {
+                Step::NeedInput | Step::Close => break,
+                Step::Open(req) => {
+                    let resp = s.opened(&cfg, &req, Err(OpenError::NotFound));
+                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
+                    s.sent();
+                }
+                Step::Respond(resp) => {
+                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
+                    s.sent();
+                }
+            }
+        }
+        while conn.wants_write() {
+            out.clear();
+            if conn.write_tls(&mut out).is_err() {
+                break;
+            }
+            written += out.len();
+        }
+        assert!(
+            written <= MAX_TLS_OUT,
+            "{written} bytes written for {} in",
+            data.len()
+        );
+        match outcome {
+            spindle::tls::Received::Ok => {}
+            spindle::tls::Received::Closed | spindle::tls::Received::Failed => return,
+        }
+    }
+}

@@ -67,3 +67,8 @@ fn the_response_check_catches_a_short_body() {
     };
     spindle_fuzz::check_response(&spindle_core::Session::new(), &resp, None);
 }
+
+#[test]
+fn tls_corpus() {
+    replay("tls", spindle_fuzz::tls);
+}

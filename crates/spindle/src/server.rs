@@ -71,9 +71,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     } else {
         &[]
     };
-    if !cfg.tls_listen.is_empty() && cfg.backend != BackendKind::IoUring {
+    if !cfg.tls_listen.is_empty()
+        && !matches!(cfg.backend, BackendKind::IoUring | BackendKind::PosixAio)
+    {
         return Err(format!(
-            "tls-listen: HTTPS is served by the io-uring backend only for now (backend {})",
+            "tls-listen: HTTPS is served by the io-uring and posix-aio backends (backend {} sends files with sendfile(2), which cannot encrypt)",
             cfg.backend.name()
         ));
     }

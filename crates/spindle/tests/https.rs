@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// The backends that serve HTTPS: io-uring, and posix-aio (its fallback).
+const HTTPS_BACKENDS: [&str; 2] = ["io-uring", "posix-aio"];
+
 fn tls_data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/tls")
@@ -23,12 +26,24 @@ fn tls_data(name: &str) -> PathBuf {
 
 /// spindle with a plain listener and an HTTPS one serving the test P-256
 /// certificate; the HTTPS port.
-fn start_https(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
-    start_https_with(root, &tls_data("p256.pem"), &tls_data("p256.key"), extra)
+fn start_https(backend: &str, root: &DocRoot, extra: &[&str]) -> (Server, u16) {
+    start_https_with(
+        backend,
+        root,
+        &tls_data("p256.pem"),
+        &tls_data("p256.key"),
+        extra,
+    )
 }
 
 /// [`start_https`] with the certificate and key at these paths.
-fn start_https_with(root: &DocRoot, cert: &Path, key: &Path, extra: &[&str]) -> (Server, u16) {
+fn start_https_with(
+    backend: &str,
+    root: &DocRoot,
+    cert: &Path,
+    key: &Path,
+    extra: &[&str],
+) -> (Server, u16) {
     let mut args = vec![
         "--workers",
         "1",
@@ -40,7 +55,7 @@ fn start_https_with(root: &DocRoot, cert: &Path, key: &Path, extra: &[&str]) -> 
         key.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let srv = Server::start("io-uring", &root.dir, &args);
+    let srv = Server::start(backend, &root.dir, &args);
     let port = https_port(&srv);
     (srv, port)
 }
@@ -90,62 +105,68 @@ fn curl(port: u16, args: &[&str]) -> (String, Vec<u8>) {
 
 #[test]
 fn files_of_every_size_come_out_byte_for_byte_over_https() {
-    let root = DocRoot::new(false);
-    let (srv, port) = start_https(&root, &[]);
-    // The kernel TLS probe says which path HTTPS takes.
-    let err = srv.stderr();
-    assert!(
-        err.contains("HTTPS: no kernel TLS")
-            || err.contains("kernel TLS is available but not used"),
-        "{err}"
-    );
-    for size in SIZES {
-        let name = format!("f{size}");
-        let (meta, body) = curl(port, &[&format!("https://localhost:{port}/{name}")]);
-        assert!(meta.starts_with("200 1 0"), "{name}: {meta}");
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let (srv, port) = start_https(b, &root, &[]);
+        // The kernel TLS probe says which path HTTPS takes.
+        let err = srv.stderr();
         assert!(
-            body == root.read(&name),
-            "{name}: bytes differ ({} of {size})",
-            body.len()
+            err.contains("HTTPS: no kernel TLS")
+                || err.contains("kernel TLS is available but not used"),
+            "{err}"
+        );
+        for size in SIZES {
+            let name = format!("f{size}");
+            let (meta, body) = curl(port, &[&format!("https://localhost:{port}/{name}")]);
+            assert!(meta.starts_with("200 1 0"), "{name}: {meta}");
+            assert!(
+                body == root.read(&name),
+                "{name}: bytes differ ({} of {size})",
+                body.len()
+            );
+        }
+        // Several requests on one connection: keep-alive, one handshake.
+        let urls: Vec<String> = ["f4096", "f102400", "f1048583"]
+            .iter()
+            .map(|n| format!("https://localhost:{port}/{n}"))
+            .collect();
+        let mut args: Vec<&str> = Vec::new();
+        for u in &urls {
+            args.extend(["-o", "/dev/null", u.as_str()]);
+        }
+        let (meta, _) = curl(port, &args);
+        assert!(
+            meta.ends_with("200 0 0"),
+            "the last request reused the connection: {meta}"
         );
     }
-    // Several requests on one connection: keep-alive, one handshake.
-    let urls: Vec<String> = ["f4096", "f102400", "f1048583"]
-        .iter()
-        .map(|n| format!("https://localhost:{port}/{n}"))
-        .collect();
-    let mut args: Vec<&str> = Vec::new();
-    for u in &urls {
-        args.extend(["-o", "/dev/null", u.as_str()]);
-    }
-    let (meta, _) = curl(port, &args);
-    assert!(
-        meta.ends_with("200 0 0"),
-        "the last request reused the connection: {meta}"
-    );
 }
 
 #[test]
 fn ranges_head_and_conditionals_work_over_https() {
-    let root = DocRoot::new(false);
-    let (_srv, port) = start_https(&root, &[]);
-    let url = format!("https://localhost:{port}/f1048583");
-    let all = root.read("f1048583");
-    let (meta, body) = curl(port, &["-r", "1000-524999", &url]);
-    assert!(meta.starts_with("206"), "{meta}");
-    assert!(body == all[1000..525000], "range bytes");
-    let (meta, body) = curl(port, &["-I", &url]);
-    assert!(meta.starts_with("200"), "{meta}");
-    let head = String::from_utf8_lossy(&body);
-    assert!(head.contains("Content-Length: 1048583"), "{head}");
-    let etag = head
-        .lines()
-        .find_map(|l| l.strip_prefix("ETag: "))
-        .expect("ETag")
-        .trim()
-        .to_string();
-    let (meta, body) = curl(port, &["-H", &format!("If-None-Match: {etag}"), &url]);
-    assert!(meta.starts_with("304") && body.is_empty(), "{meta}");
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let (_srv, port) = start_https(b, &root, &[]);
+        let url = format!("https://localhost:{port}/f1048583");
+        let all = root.read("f1048583");
+        let (meta, body) = curl(port, &["-r", "1000-524999", &url]);
+        assert!(meta.starts_with("206"), "{meta}");
+        assert!(body == all[1000..525000], "range bytes");
+        let (meta, body) = curl(port, &["-I", &url]);
+        assert!(meta.starts_with("200"), "{meta}");
+        let head = String::from_utf8_lossy(&body);
+        assert!(head.contains("Content-Length: 1048583"), "{head}");
+        let etag = head
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .expect("ETag")
+            .trim()
+            .to_string();
+        let (meta, body) = curl(port, &["-H", &format!("If-None-Match: {etag}"), &url]);
+        assert!(meta.starts_with("304") && body.is_empty(), "{meta}");
+    }
 }
 
 /// Reads until the server closes, or `limit`; true if it closed.
@@ -172,35 +193,38 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> (bool, Vec<u8>) {
 
 #[test]
 fn plain_http_garbage_and_stalled_handshakes_are_closed() {
-    let root = DocRoot::new(false);
-    let (srv, port) = start_https(&root, &["--header-timeout", "1"]);
-    // Plain HTTP to the HTTPS port: closed (at most a TLS alert first), no HTTP.
-    for bytes in [
-        &b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n"[..],
-        &[0xffu8; 300][..],
-    ] {
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let (srv, port) = start_https(b, &root, &["--header-timeout", "1"]);
+        // Plain HTTP to the HTTPS port: closed (at most a TLS alert first), no HTTP.
+        for bytes in [
+            &b"GET /f1 HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+            &[0xffu8; 300][..],
+        ] {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(bytes).unwrap();
+            let (closed, got) = closed_within(&mut s, Duration::from_secs(5));
+            assert!(closed, "not closed after {:?}", &bytes[..8]);
+            assert!(!String::from_utf8_lossy(&got).contains("HTTP/"), "{got:?}");
+        }
+        // The start of a ClientHello, then nothing: --header-timeout (1 s) closes it.
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(bytes).unwrap();
-        let (closed, got) = closed_within(&mut s, Duration::from_secs(5));
-        assert!(closed, "not closed after {:?}", &bytes[..8]);
-        assert!(!String::from_utf8_lossy(&got).contains("HTTP/"), "{got:?}");
+        s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])
+            .unwrap();
+        let t = Instant::now();
+        let (closed, _) = closed_within(&mut s, Duration::from_secs(10));
+        assert!(closed, "a stalled handshake was not closed");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "closed after {:?}",
+            t.elapsed()
+        );
+        // The server still serves.
+        let (meta, _) = curl(port, &[&format!("https://localhost:{port}/f1")]);
+        assert!(meta.starts_with("200"), "{meta}");
+        drop(srv);
     }
-    // The start of a ClientHello, then nothing: --header-timeout (1 s) closes it.
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])
-        .unwrap();
-    let t = Instant::now();
-    let (closed, _) = closed_within(&mut s, Duration::from_secs(10));
-    assert!(closed, "a stalled handshake was not closed");
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "closed after {:?}",
-        t.elapsed()
-    );
-    // The server still serves.
-    let (meta, _) = curl(port, &[&format!("https://localhost:{port}/f1")]);
-    assert!(meta.starts_with("200"), "{meta}");
-    drop(srv);
 }
 
 #[test]
@@ -254,7 +278,7 @@ fn bad_tls_settings_give_one_line_and_exit_1() {
             ],
         ]
         .concat(),
-        "io-uring backend only",
+        "served by the io-uring and posix-aio backends",
     );
 }
 
@@ -288,90 +312,96 @@ fn cert_subject(port: u16, name: &str) -> Option<String> {
 
 #[test]
 fn sighup_reloads_certificates_and_a_bad_file_keeps_the_old_ones() {
-    let root = DocRoot::new(false);
-    let dir = root
-        .path("../")
-        .join(format!("certs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::copy(tls_data("p256.pem"), &cert).unwrap();
-    std::fs::copy(tls_data("p256.key"), &key).unwrap();
-    let (srv, port) = start_https_with(&root, &cert, &key, &[]);
-    let hup_and_wait = |needle: &str, count: usize| {
-        // SAFETY: kill(2) on our child's pid.
-        unsafe { libc::kill(srv.child.id() as i32, libc::SIGHUP) };
-        let t = Instant::now();
-        while srv.stderr().matches(needle).count() < count {
-            assert!(t.elapsed() < Duration::from_secs(5), "{}", srv.stderr());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    assert!(cert_subject(port, "localhost")
-        .unwrap()
-        .contains("CN=localhost"));
-    assert_eq!(
-        cert_subject(port, "rsa.test"),
-        None,
-        "no certificate for rsa.test yet"
-    );
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let dir = root
+            .path("../")
+            .join(format!("certs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        std::fs::copy(tls_data("p256.pem"), &cert).unwrap();
+        std::fs::copy(tls_data("p256.key"), &key).unwrap();
+        let (srv, port) = start_https_with(b, &root, &cert, &key, &[]);
+        let hup_and_wait = |needle: &str, count: usize| {
+            // SAFETY: kill(2) on our child's pid.
+            unsafe { libc::kill(srv.child.id() as i32, libc::SIGHUP) };
+            let t = Instant::now();
+            while srv.stderr().matches(needle).count() < count {
+                assert!(t.elapsed() < Duration::from_secs(5), "{}", srv.stderr());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        assert!(cert_subject(port, "localhost")
+            .unwrap()
+            .contains("CN=localhost"));
+        assert_eq!(
+            cert_subject(port, "rsa.test"),
+            None,
+            "no certificate for rsa.test yet"
+        );
 
-    std::fs::copy(tls_data("rsa.pem"), &cert).unwrap();
-    std::fs::copy(tls_data("rsa.key"), &key).unwrap();
-    hup_and_wait("TLS certificates reloaded", 1);
-    assert!(cert_subject(port, "rsa.test")
-        .unwrap()
-        .contains("CN=rsa.test"));
+        std::fs::copy(tls_data("rsa.pem"), &cert).unwrap();
+        std::fs::copy(tls_data("rsa.key"), &key).unwrap();
+        hup_and_wait("TLS certificates reloaded", 1);
+        assert!(cert_subject(port, "rsa.test")
+            .unwrap()
+            .contains("CN=rsa.test"));
 
-    // A key that is no key: one error line, and the running certificate stays.
-    std::fs::write(&key, "not a key\n").unwrap();
-    hup_and_wait("keeping the certificates in use", 1);
-    assert!(
-        srv.stderr().contains("no PEM private key"),
-        "{}",
-        srv.stderr()
-    );
-    assert!(cert_subject(port, "rsa.test")
-        .unwrap()
-        .contains("CN=rsa.test"));
-    drop(srv);
-    let _ = std::fs::remove_dir_all(&dir);
+        // A key that is no key: one error line, and the running certificate stays.
+        std::fs::write(&key, "not a key\n").unwrap();
+        hup_and_wait("keeping the certificates in use", 1);
+        assert!(
+            srv.stderr().contains("no PEM private key"),
+            "{}",
+            srv.stderr()
+        );
+        assert!(cert_subject(port, "rsa.test")
+            .unwrap()
+            .contains("CN=rsa.test"));
+        drop(srv);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 #[test]
 fn certificates_are_chosen_by_sni_from_the_config_file() {
-    let root = DocRoot::new(false);
-    let conf = root
-        .path("../")
-        .join(format!("sni-{}.toml", std::process::id()));
-    let d = |n: &str| tls_data(n).display().to_string();
-    std::fs::write(
-        &conf,
-        format!(
-            "tls-listen = [\"127.0.0.1:0\"]\ntls-cert = \"{}\"\ntls-key = \"{}\"\n\
-             tls-certificates = [\n  {{ names = [\"rsa.test\"], cert = \"{}\", key = \"{}\" }},\n  \
-             {{ names = [\"ed25519.test\"], cert = \"{}\", key = \"{}\" }},\n]\n",
-            d("p256.pem"),
-            d("p256.key"),
-            d("rsa.pem"),
-            d("rsa.key"),
-            d("ed25519.pem"),
-            d("ed25519.key")
-        ),
-    )
-    .unwrap();
-    let srv = Server::start("io-uring", &root.dir, &["--config", conf.to_str().unwrap()]);
-    let port = https_port(&srv);
-    for (name, cn) in [
-        ("localhost", "CN=localhost"),
-        ("rsa.test", "CN=rsa.test"),
-        ("ed25519.test", "CN=ed25519.test"),
-    ] {
-        let subject =
-            cert_subject(port, name).unwrap_or_else(|| panic!("{name}: no verified answer"));
-        assert!(subject.contains(cn), "{name}: {subject}");
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let conf = root
+            .path("../")
+            .join(format!("sni-{}.toml", std::process::id()));
+        let d = |n: &str| tls_data(n).display().to_string();
+        std::fs::write(
+            &conf,
+            format!(
+                "tls-listen = [\"127.0.0.1:0\"]\ntls-cert = \"{}\"\ntls-key = \"{}\"\n\
+                 tls-certificates = [\n  {{ names = [\"rsa.test\"], cert = \"{}\", key = \"{}\" }},\n  \
+                 {{ names = [\"ed25519.test\"], cert = \"{}\", key = \"{}\" }},\n]\n",
+                d("p256.pem"),
+                d("p256.key"),
+                d("rsa.pem"),
+                d("rsa.key"),
+                d("ed25519.pem"),
+                d("ed25519.key")
+            ),
+        )
+        .unwrap();
+        let srv = Server::start(b, &root.dir, &["--config", conf.to_str().unwrap()]);
+        let port = https_port(&srv);
+        for (name, cn) in [
+            ("localhost", "CN=localhost"),
+            ("rsa.test", "CN=rsa.test"),
+            ("ed25519.test", "CN=ed25519.test"),
+        ] {
+            let subject =
+                cert_subject(port, name).unwrap_or_else(|| panic!("{name}: no verified answer"));
+            assert!(subject.contains(cn), "{name}: {subject}");
+        }
+        drop(srv);
+        let _ = std::fs::remove_file(&conf);
     }
-    drop(srv);
-    let _ = std::fs::remove_file(&conf);
 }
 
 /// A client that starts an HTTPS download and stops reading: --send-timeout
@@ -379,49 +409,52 @@ fn certificates_are_chosen_by_sni_from_the_config_file() {
 /// records waiting for socket space is cancelled).
 #[test]
 fn a_stalled_https_reader_is_dropped_after_the_send_timeout() {
-    // 64 MiB: more than the socket buffers on both sides hold.
-    let root = DocRoot::new(true);
-    let (srv, port) = start_https(&root, &["--send-timeout", "1"]);
-    let pid = srv.child.id();
-    // Sockets only: the open-file cache may keep the file open.
-    let fds = || {
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            })
-            .count()
-    };
-    let idle = fds();
-    // curl with a 1-byte/s rate limit reads almost nothing of the body.
-    let _curl = Killed(
-        Command::new("curl")
-            .args(["-sS", "--limit-rate", "1", "-o", "/dev/null", "--cacert"])
-            .arg(tls_data("ca.pem"))
-            .arg("--resolve")
-            .arg(format!("localhost:{port}:127.0.0.1"))
-            .arg(format!("https://localhost:{port}/big"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while fds() == idle {
-        assert!(t.elapsed() < Duration::from_secs(5), "curl never connected");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    while fds() > idle {
-        assert!(
-            t.elapsed() < Duration::from_secs(15),
-            "the stalled HTTPS connection was not dropped"
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        // 64 MiB: more than the socket buffers on both sides hold.
+        let root = DocRoot::new(true);
+        let (srv, port) = start_https(b, &root, &["--send-timeout", "1"]);
+        let pid = srv.child.id();
+        // Sockets only: the open-file cache may keep the file open.
+        let fds = || {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                })
+                .count()
+        };
+        let idle = fds();
+        // curl with a 1-byte/s rate limit reads almost nothing of the body.
+        let _curl = Killed(
+            Command::new("curl")
+                .args(["-sS", "--limit-rate", "1", "-o", "/dev/null", "--cacert"])
+                .arg(tls_data("ca.pem"))
+                .arg("--resolve")
+                .arg(format!("localhost:{port}:127.0.0.1"))
+                .arg(format!("https://localhost:{port}/big"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
         );
-        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        while fds() == idle {
+            assert!(t.elapsed() < Duration::from_secs(5), "curl never connected");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        while fds() > idle {
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "the stalled HTTPS connection was not dropped"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (meta, _) = curl_get(port, "f1");
+        assert!(meta.starts_with("200"), "{meta}");
     }
-    let (meta, _) = curl_get(port, "f1");
-    assert!(meta.starts_with("200"), "{meta}");
 }
 
 fn curl_get(port: u16, name: &str) -> (String, Vec<u8>) {
@@ -463,41 +496,44 @@ fn s_client(port: u16, args: &[&str]) -> String {
 /// resumed with TLS 1.2 session IDs (`-reconnect`) and TLS 1.3 tickets.
 #[test]
 fn openssl_s_client_sees_server_order_and_resumption() {
-    let root = DocRoot::new(false);
-    let (_srv, port) = start_https(&root, &[]);
-    let out = s_client(
-        port,
-        &[
-            "-brief",
-            "-tls1_3",
-            "-ciphersuites",
-            "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256",
-        ],
-    );
-    assert!(out.contains("Ciphersuite: TLS_AES_128_GCM_SHA256"), "{out}");
-    // The HTTP/1.0 response ends with close_notify, not a bare FIN.
-    assert!(out.contains("HTTP/1.1 200 OK"), "{out}");
-    assert!(!out.contains("unexpected eof"), "no close_notify: {out}");
-    let out = s_client(
-        port,
-        &[
-            "-brief",
-            "-tls1_2",
-            "-cipher",
-            "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256",
-        ],
-    );
-    assert!(
-        out.contains("Ciphersuite: ECDHE-ECDSA-AES128-GCM-SHA256"),
-        "{out}"
-    );
-    // -reconnect: one full handshake, then five on the same session.
-    let out = s_client(port, &["-tls1_2", "-reconnect"]);
-    let reused = out.lines().filter(|l| l.starts_with("Reused")).count();
-    assert_eq!(reused, 5, "{out}");
-    let sess = root.dir.join("../s_client.sess");
-    s_client(port, &["-tls1_3", "-sess_out", sess.to_str().unwrap()]);
-    let out = s_client(port, &["-tls1_3", "-sess_in", sess.to_str().unwrap()]);
-    assert!(out.contains("Reused, TLSv1.3"), "{out}");
-    let _ = std::fs::remove_file(&sess);
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let (_srv, port) = start_https(b, &root, &[]);
+        let out = s_client(
+            port,
+            &[
+                "-brief",
+                "-tls1_3",
+                "-ciphersuites",
+                "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256",
+            ],
+        );
+        assert!(out.contains("Ciphersuite: TLS_AES_128_GCM_SHA256"), "{out}");
+        // The HTTP/1.0 response ends with close_notify, not a bare FIN.
+        assert!(out.contains("HTTP/1.1 200 OK"), "{out}");
+        assert!(!out.contains("unexpected eof"), "no close_notify: {out}");
+        let out = s_client(
+            port,
+            &[
+                "-brief",
+                "-tls1_2",
+                "-cipher",
+                "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256",
+            ],
+        );
+        assert!(
+            out.contains("Ciphersuite: ECDHE-ECDSA-AES128-GCM-SHA256"),
+            "{out}"
+        );
+        // -reconnect: one full handshake, then five on the same session.
+        let out = s_client(port, &["-tls1_2", "-reconnect"]);
+        let reused = out.lines().filter(|l| l.starts_with("Reused")).count();
+        assert_eq!(reused, 5, "{out}");
+        let sess = root.dir.join("../s_client.sess");
+        s_client(port, &["-tls1_3", "-sess_out", sess.to_str().unwrap()]);
+        let out = s_client(port, &["-tls1_3", "-sess_in", sess.to_str().unwrap()]);
+        assert!(out.contains("Reused, TLSv1.3"), "{out}");
+        let _ = std::fs::remove_file(&sess);
+    }
 }

@@ -64,7 +64,7 @@ use std::time::Duration;
 use linux_aio::{Context, IoEvent, Iocb};
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Completion, Mover, Opened, Progress, Ticket, Tx};
+use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::{self, Root};
 
@@ -360,7 +360,7 @@ impl Mover for LinuxAio {
         Opened::Now(epoll::open_sync(&self.root, req))
     }
 
-    fn pump(&mut self, who: Ticket, sock: RawFd, tx: &mut Tx, st: &mut State) -> Progress {
+    fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0u64;
         loop {
             if st.read_errno != 0 {
@@ -380,7 +380,7 @@ impl Mover for LinuxAio {
                     return s.into();
                 }
                 let mut off = st.data_off;
-                match epoll::sendfile(sock, self.shm.fd.as_raw_fd(), &mut off, st.data_left) {
+                match epoll::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, st.data_left) {
                     Ok(0) => return Progress::Fail,
                     Ok(n) => {
                         let n = n as u64;

@@ -46,7 +46,7 @@ use std::thread::JoinHandle;
 
 use spindle_core::{OpenError, OpenRequest};
 
-use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Ticket, Tx};
+use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::{self, Root};
 
@@ -352,7 +352,7 @@ impl Mover for PosixAio {
         Opened::Later
     }
 
-    fn pump(&mut self, who: Ticket, sock: RawFd, tx: &mut Tx, st: &mut State) -> Progress {
+    fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0usize;
         loop {
             if st.read_errno != 0 {
@@ -370,12 +370,10 @@ impl Mover for PosixAio {
                     }
                 }
                 let buf = st.buf.as_ref().expect("chunk buffer");
-                let n =
-                    match epoll::send_two(sock, tx.head_left(), &buf[st.sent..st.len], tx.left > 0)
-                    {
-                        Ok(n) => n,
-                        Err(s) => return s.into(),
-                    };
+                let n = match sock.send_two(tx.head_left(), &buf[st.sent..st.len], tx.left > 0) {
+                    Ok(n) => n,
+                    Err(s) => return s.into(),
+                };
                 let body = tx.wrote(n);
                 st.sent += body;
                 turn += body;
@@ -410,6 +408,7 @@ impl Mover for PosixAio {
             let n = (self.chunk as u64).min(tx.left);
             let file = tx.file.as_ref().expect("file for body");
             if self.sendfile
+                && sock.zero_copy()
                 && !st.missed
                 && fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true)
             {

@@ -17,12 +17,11 @@
 //! connection is dropped, as nothing correct can follow.
 
 use std::os::fd::AsRawFd;
-use std::os::fd::RawFd;
 use std::sync::Arc;
 
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Mover, Opened, Progress, Ticket, Tx};
+use super::epoll::{self, Mover, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::Root;
 
@@ -47,7 +46,7 @@ impl Mover for Sendfile {
         Opened::Now(epoll::open_sync(&self.root, req))
     }
 
-    fn pump(&mut self, _who: Ticket, sock: RawFd, tx: &mut Tx, _st: &mut ()) -> Progress {
+    fn pump(&mut self, _who: Ticket, sock: &mut Sock, tx: &mut Tx, _st: &mut ()) -> Progress {
         let file = tx.file.as_ref().map_or(-1, |f| f.as_raw_fd());
         match epoll::sendfile_range(sock, tx, file, self.turn) {
             Ok(()) if tx.left == 0 => Progress::Done,

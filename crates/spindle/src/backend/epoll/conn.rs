@@ -10,8 +10,9 @@ use spindle_core::Session;
 
 use super::datapath::{drain_eventfd, errno};
 use super::event_loop::epoll_add;
-use super::{Conn, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
+use super::{Conn, EpollTls, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
 use crate::backend::{min_timeout, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::tls::Received;
 
 impl<M: Mover> Worker<M> {
     // ----- accepting ----------------------------------------------------
@@ -74,11 +75,28 @@ impl<M: Mover> Worker<M> {
             }
             // SAFETY: accept4 returned a new descriptor nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            self.add_conn(fd);
+            self.add_conn(fd, i >= self.ctx.tls_from);
         }
     }
 
-    fn add_conn(&mut self, fd: OwnedFd) {
+    fn add_conn(&mut self, fd: OwnedFd, https: bool) {
+        let tls = if https {
+            if let (Some(shared), Some((gen, _))) = (&self.ctx.tls, &self.tls_cfg) {
+                if shared.generation() != *gen {
+                    self.tls_cfg = Some(shared.current());
+                }
+            }
+            let (_, cfg) = self.tls_cfg.as_ref().expect("HTTPS listener without TLS");
+            match EpollTls::new(cfg) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    crate::say!("spindle: TLS session: {e}");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -118,6 +136,7 @@ impl<M: Mover> Worker<M> {
             st: M::State::default(),
             waiting: false,
             lingered: 0,
+            tls,
         });
         self.live += 1;
     }
@@ -148,6 +167,23 @@ impl<M: Mover> Worker<M> {
             let n = rc as usize;
             if c.phase == Phase::Lingering {
                 c.lingered += n;
+            } else if let Some(tls) = c.tls.as_mut() {
+                let session = &mut c.session;
+                let fd = c.fd.as_raw_fd();
+                match tls.received(fd, &self.rbuf[..n], |p| session.feed(p)) {
+                    Received::Ok => {}
+                    Received::Closed => {
+                        c.peer_eof = true;
+                        c.can_read = false;
+                    }
+                    Received::Failed => {
+                        // Plain HTTP or garbage on the HTTPS port: closed
+                        // (after rustls's alert, if the socket took it).
+                        self.close(who);
+                        return Recv::Gone;
+                    }
+                }
+                self.files.batch();
             } else {
                 c.session.feed(&self.rbuf[..n]);
                 // This loop also reads outside epoll_wait (right after a
@@ -212,6 +248,11 @@ impl<M: Mover> Worker<M> {
             .as_mut()
             .expect("live connection");
         c.session.close();
+        if let Some(tls) = c.tls.as_mut() {
+            // Every record of the last response is on the socket (see
+            // Worker::pump); close_notify follows it if there is room.
+            tls.close_notify(c.fd.as_raw_fd());
+        }
         if linger && !c.peer_eof && c.phase != Phase::Lingering {
             self.mover.release(&mut c.st);
             c.tx = None;

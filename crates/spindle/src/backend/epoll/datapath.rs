@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use spindle_core::{OpenError, OpenRequest};
 
 use super::mover::{OpenResult, Progress, Tx};
+use super::tls::Sock;
 use super::MAX_SENDFILE;
 use crate::backend::truncated;
 use crate::fs::{self, Root};
@@ -77,9 +78,9 @@ pub fn send_two(sock: RawFd, a: &[u8], b: &[u8], more: bool) -> Result<usize, St
 
 /// Sends the unsent rest of the head; `more` keeps it corked (`MSG_MORE`)
 /// so that it leaves with the first file bytes.
-pub fn send_head(sock: RawFd, tx: &mut Tx, more: bool) -> Result<(), Stop> {
+pub fn send_head(sock: &mut Sock, tx: &mut Tx, more: bool) -> Result<(), Stop> {
     while !tx.head_done() {
-        let n = send_two(sock, tx.head_left(), &[], more)?;
+        let n = sock.send_two(tx.head_left(), &[], more)?;
         tx.head_sent += n;
     }
     Ok(())
@@ -128,7 +129,8 @@ pub fn last_bytes_ok(tx: &mut Tx) -> Result<(), Progress> {
 /// Sends the rest of the head (corked) and then up to `limit` bytes of the
 /// file range of `tx` with `sendfile(2)` from `fd` at `tx.off`. `Ok` when
 /// `limit` bytes (or the rest of the range) went out.
-pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result<(), Progress> {
+pub fn sendfile_range(sock: &mut Sock, tx: &mut Tx, fd: RawFd, limit: u64) -> Result<(), Progress> {
+    debug_assert!(sock.zero_copy(), "sendfile over TLS");
     let limit = limit.min(tx.left);
     if limit == tx.left {
         last_bytes_ok(tx)?;
@@ -137,7 +139,7 @@ pub fn sendfile_range(sock: RawFd, tx: &mut Tx, fd: RawFd, limit: u64) -> Result
     let end = tx.off + limit;
     while tx.off < end {
         let mut off = tx.off;
-        match sendfile(sock, fd, &mut off, end - tx.off) {
+        match sendfile(sock.fd, fd, &mut off, end - tx.off) {
             Ok(0) => {
                 truncated();
                 return Err(Progress::Fail);

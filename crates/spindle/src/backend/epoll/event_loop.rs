@@ -60,6 +60,7 @@ impl<M: Mover> Worker<M> {
             epoll_add(ep, fd, libc::EPOLLIN as u32, TOKEN_MOVER)
                 .map_err(|e| format!("epoll_ctl: {e}"))?;
         }
+        let ctx_tls = ctx.tls.as_ref().map(|t| t.current());
         let now = Instant::now();
         let files = OpenFileCache::new(
             ctx.cfg.open_file_cache,
@@ -88,6 +89,7 @@ impl<M: Mover> Worker<M> {
             draining: false,
             drain_deadline: None,
             next_scan: Instant::now(),
+            tls_cfg: ctx_tls,
         })
     }
 
@@ -197,6 +199,19 @@ impl<M: Mover> Worker<M> {
 
     /// Does what a connection can do now.
     pub(super) fn service(&mut self, who: Ticket) {
+        let c = self.conn(who);
+        if c.can_write && c.tls.as_ref().is_some_and(|t| t.pending()) {
+            // TLS records waiting for socket space go first.
+            let fd = c.fd.as_raw_fd();
+            match c.tls.as_mut().expect("tls").flush(fd) {
+                Ok(true) => {}
+                Ok(false) => c.can_write = false,
+                Err(_) => {
+                    self.close(who);
+                    return;
+                }
+            }
+        }
         match self.conn(who).phase {
             Phase::Reading => self.drive(who),
             Phase::Opening => {

@@ -46,12 +46,14 @@ mod datapath;
 mod event_loop;
 mod mover;
 mod respond;
+mod tls;
 
 pub use datapath::{
     drain_eventfd, last_bytes_ok, new_eventfd, open_error, open_sync, send_head, send_two,
     sendfile, sendfile_range, Stop,
 };
 pub use mover::{Completion, Mover, OpenResult, Opened, Progress, Ticket, Tx};
+pub use tls::{EpollTls, Sock};
 
 /// Events taken from the kernel per `epoll_wait`.
 pub const MAX_EVENTS: usize = 256;
@@ -101,6 +103,8 @@ struct Conn<S> {
     /// The response waits for the mover (a read or a buffer).
     waiting: bool,
     lingered: usize,
+    /// HTTPS: the connection's TLS session (`tls.rs`).
+    tls: Option<Box<EpollTls>>,
 }
 
 struct Worker<M: Mover> {
@@ -127,6 +131,9 @@ struct Worker<M: Mover> {
     /// No connection can expire before this: the tick skips the timeout
     /// scan until then (see on_tick).
     next_scan: Instant,
+    /// The TLS configuration new HTTPS connections get, and its generation
+    /// (a SIGHUP reload makes a new one; see `crate::tls::Shared`).
+    tls_cfg: Option<(u64, std::sync::Arc<rustls::ServerConfig>)>,
 }
 
 /// Runs one epoll worker with mover `M` until shutdown.

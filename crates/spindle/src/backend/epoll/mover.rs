@@ -8,6 +8,7 @@ use std::rc::Rc;
 use spindle_core::response::FileMeta;
 use spindle_core::{OpenError, OpenRequest, Response};
 
+use super::tls::Sock;
 use crate::backend::WorkerContext;
 
 /// Names one connection for as long as it lives: a slot is reused only
@@ -123,7 +124,8 @@ pub trait Mover: Sized {
     /// Opens a path beneath the root, now or later.
     fn open(&mut self, who: Ticket, req: &OpenRequest) -> Opened;
     /// Moves bytes of `tx` to the non-blocking socket `sock`.
-    fn pump(&mut self, who: Ticket, sock: RawFd, tx: &mut Tx, st: &mut Self::State) -> Progress;
+    fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut Self::State)
+        -> Progress;
     /// Collects finished operations.
     fn reap(&mut self, _out: &mut Vec<(Ticket, Completion<Self::Chunk>)>) {}
     /// Applies a finished read to the response that asked for it.

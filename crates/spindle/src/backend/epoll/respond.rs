@@ -34,7 +34,9 @@ impl<M: Mover> Worker<M> {
                         self.close(who);
                         return;
                     }
-                    let mid = c.session.mid_request();
+                    // A TLS handshake counts as a request head under way.
+                    let mid =
+                        c.session.mid_request() || c.tls.as_ref().is_some_and(|t| t.handshaking());
                     c.deadline = now + if mid { header_timeout } else { keepalive };
                     if draining && !mid {
                         self.close(who);
@@ -77,7 +79,9 @@ impl<M: Mover> Worker<M> {
                     return;
                 }
                 Step::Close => {
-                    let linger = c.session.linger_advised();
+                    // HTTPS closes gracefully: close_notify, the FIN, then
+                    // the peer's own close is awaited.
+                    let linger = c.session.linger_advised() || c.tls.is_some();
                     self.begin_close(who, linger);
                     return;
                 }
@@ -155,9 +159,25 @@ impl<M: Mover> Worker<M> {
         }
         let tx = c.tx.as_mut().expect("response in progress");
         let before = tx.progress();
-        let p = self.mover.pump(who, c.fd.as_raw_fd(), tx, &mut c.st);
+        let mut sock = super::Sock {
+            fd: c.fd.as_raw_fd(),
+            tls: c.tls.as_deref_mut(),
+        };
+        let p = self.mover.pump(who, &mut sock, tx, &mut c.st);
         if tx.progress() != before {
             c.deadline = now + send_timeout;
+        }
+        let mut p = p;
+        if p == Progress::Done {
+            if let Some(tls) = c.tls.as_mut() {
+                // Done means every record is on the socket: the rest waits
+                // for EPOLLOUT (service writes it, then pumps here again).
+                match tls.flush(c.fd.as_raw_fd()) {
+                    Ok(true) => {}
+                    Ok(false) => p = Progress::SocketFull,
+                    Err(_) => p = Progress::Fail,
+                }
+            }
         }
         match p {
             Progress::Done => self.finish_tx(who),

@@ -18,7 +18,8 @@
 //! keep-alive, shutdown) sends close_notify before its `SHUTDOWN`, so that
 //! a client can tell the end of the stream from a cut (RFC 8446 §6.1).
 //!
-//! Not yet: the epoll backends, kTLS.
+//! The epoll loop's HTTPS (posix-aio) is `backend/epoll/tls.rs`. Not yet:
+//! kTLS.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -95,15 +96,7 @@ pub(super) enum Plain {
     Buf(u32, usize, usize),
 }
 
-/// What [`Worker::tls_received`] found.
-pub(super) enum Received {
-    /// Plaintext fed to the session (possibly none yet: a handshake).
-    Ok,
-    /// The peer closed the TLS session (close_notify).
-    Closed,
-    /// Not TLS, or a TLS error (the alert, if any, is queued).
-    Failed,
-}
+pub(super) use crate::tls::Received;
 
 impl Worker {
     /// Ciphertext the ring received for `slot`: decrypt, feed the session,
@@ -111,36 +104,8 @@ impl Worker {
     pub(super) fn tls_received(&mut self, slot: u32, data: &[u8]) -> Received {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let tls = c.tls.as_mut().expect("TLS connection");
-        let mut rest = data;
-        let mut plain = [0u8; 4096];
-        let mut outcome = Received::Ok;
-        while !rest.is_empty() {
-            match tls.conn.read_tls(&mut rest) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(_) => {
-                    outcome = Received::Failed;
-                    break;
-                }
-            }
-            if tls.conn.process_new_packets().is_err() {
-                outcome = Received::Failed;
-                break;
-            }
-            loop {
-                match std::io::Read::read(&mut tls.conn.reader(), &mut plain) {
-                    Ok(0) => {
-                        outcome = Received::Closed;
-                        break;
-                    }
-                    Ok(n) => c.session.feed(&plain[..n]),
-                    Err(_) => break, // WouldBlock: no more plaintext now
-                }
-            }
-            if matches!(outcome, Received::Closed) {
-                break;
-            }
-        }
+        let session = &mut c.session;
+        let outcome = crate::tls::receive(&mut tls.conn, data, |p| session.feed(p));
         self.tls_flush(slot);
         outcome
     }

@@ -1,0 +1,144 @@
+//! HTTPS on the epoll loop (the posix-aio backend, io-uring's fallback):
+//! a rustls session per connection between the loop's non-blocking socket
+//! calls and the protocol session.
+//!
+//! rustls does no I/O. Ciphertext read by `recv` goes through
+//! [`crate::tls::receive`] into the session; a mover hands plaintext to
+//! [`Sock::send_two`] as it would hand it to the socket, and it is
+//! encrypted at once into [`EpollTls::out`] and written as far as the
+//! socket takes it. Records the socket would not take wait in `out`, at
+//! most [`TLS_OUT_MAX`] bytes of them: past that a send reports the socket
+//! full, so backpressure is the plain path's. A response counts as done
+//! only once its last record is on the socket (`Worker::pump`), and an
+//! `EPOLLOUT` writes what waits before anything else (`Worker::service`).
+//! File bytes always come through the mover's buffers: `sendfile` cannot
+//! encrypt (no kernel TLS here), so [`Sock::zero_copy`] is false.
+
+use std::io::Write;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use super::datapath::{send_two, Stop};
+
+/// Ciphertext one connection may hold unsent before sends report the
+/// socket full (a socket buffer's worth).
+pub const TLS_OUT_MAX: usize = 256 * 1024;
+/// Plaintext taken per [`Sock::send_two`] call (rustls makes 16 KiB
+/// records of it).
+const ENCRYPT_STEP: usize = 64 * 1024;
+
+/// One connection's TLS session and the records not yet on the socket.
+pub struct EpollTls {
+    conn: rustls::ServerConnection,
+    /// Records to write, from `out_sent` on.
+    out: Vec<u8>,
+    out_sent: usize,
+}
+
+impl EpollTls {
+    pub fn new(cfg: &Arc<rustls::ServerConfig>) -> Result<Box<EpollTls>, rustls::Error> {
+        let mut conn = rustls::ServerConnection::new(cfg.clone())?;
+        // TLS_OUT_MAX bounds what is encrypted ahead of the socket.
+        conn.set_buffer_limit(None);
+        Ok(Box::new(EpollTls {
+            conn,
+            out: Vec::new(),
+            out_sent: 0,
+        }))
+    }
+
+    pub fn handshaking(&self) -> bool {
+        self.conn.is_handshaking()
+    }
+
+    /// Records wait to be written.
+    pub fn pending(&self) -> bool {
+        self.out_sent < self.out.len() || self.conn.wants_write()
+    }
+
+    /// Ciphertext from the peer: plaintext to `plain`, then whatever rustls
+    /// has to say (handshake, tickets, an alert) is written.
+    pub fn received(
+        &mut self,
+        fd: RawFd,
+        data: &[u8],
+        plain: impl FnMut(&[u8]),
+    ) -> crate::tls::Received {
+        let outcome = crate::tls::receive(&mut self.conn, data, plain);
+        if self.flush(fd).is_err() {
+            return crate::tls::Received::Failed;
+        }
+        outcome
+    }
+
+    /// Queues close_notify and writes it if the socket takes it now (a
+    /// closing connection does not wait for it).
+    pub fn close_notify(&mut self, fd: RawFd) {
+        self.conn.send_close_notify();
+        let _ = self.flush(fd);
+    }
+
+    /// Moves rustls's records behind the waiting ones and writes as much as
+    /// the socket takes: `Ok(true)` when nothing waits any more.
+    pub fn flush(&mut self, fd: RawFd) -> Result<bool, Stop> {
+        while self.conn.wants_write() {
+            if self.conn.write_tls(&mut self.out).is_err() {
+                break;
+            }
+        }
+        while self.out_sent < self.out.len() {
+            match send_two(fd, &self.out[self.out_sent..], &[], false) {
+                Ok(n) => self.out_sent += n,
+                Err(Stop::Full) => return Ok(false),
+                Err(Stop::Fail) => return Err(Stop::Fail),
+            }
+        }
+        self.out.clear();
+        self.out_sent = 0;
+        Ok(true)
+    }
+
+    /// Encrypts up to [`ENCRYPT_STEP`] bytes of `a ++ b` and writes what
+    /// the socket takes; the bytes taken count as sent (their records wait
+    /// in `out`). `Err(Full)` while [`TLS_OUT_MAX`] bytes wait.
+    fn send_two(&mut self, fd: RawFd, a: &[u8], b: &[u8]) -> Result<usize, Stop> {
+        if !self.flush(fd)? && self.out.len() - self.out_sent >= TLS_OUT_MAX {
+            return Err(Stop::Full);
+        }
+        let mut taken = 0;
+        for s in [a, b] {
+            let part = &s[..s.len().min(ENCRYPT_STEP - taken)];
+            if !part.is_empty() {
+                // With no buffer limit, rustls takes all of it.
+                if self.conn.writer().write_all(part).is_err() {
+                    return Err(Stop::Fail);
+                }
+                taken += part.len();
+            }
+        }
+        self.flush(fd)?;
+        Ok(taken)
+    }
+}
+
+/// The socket a mover writes a response to: plain, or through the
+/// connection's TLS session.
+pub struct Sock<'a> {
+    pub fd: RawFd,
+    pub tls: Option<&'a mut EpollTls>,
+}
+
+impl Sock<'_> {
+    /// One send of `a ++ b`, as [`send_two`]; over TLS, encrypted first.
+    pub fn send_two(&mut self, a: &[u8], b: &[u8], more: bool) -> Result<usize, Stop> {
+        match self.tls.as_deref_mut() {
+            Some(t) => t.send_two(self.fd, a, b),
+            None => send_two(self.fd, a, b, more),
+        }
+    }
+
+    /// Whether file bytes may go by `sendfile` from the page cache.
+    pub fn zero_copy(&self) -> bool {
+        self.tls.is_none()
+    }
+}
