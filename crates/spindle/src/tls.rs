@@ -18,7 +18,7 @@
 //!   (TLS 1.2 session IDs) and tickets whose keys rotate every 6 hours
 //!   (rustls's `Ticketer`), like nginx's `ssl_session_cache shared` plus
 //!   `ssl_session_tickets on`.
-//! - ALPN offers `http/1.1` only (HTTP/2 is a later step).
+//! - ALPN offers `http/1.1` and `http/1.0` (HTTP/2 is a later step).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -221,7 +221,9 @@ fn server_config_with(
         .map_err(|e| format!("TLS setup: {e}"))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(BySni { entries }));
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // http/1.0 too, as nginx does: curl -0 offers only that, and an
+    // ALPN mismatch is a fatal alert (RFC 7301).
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     cfg.ignore_client_order = true;
     cfg.session_storage = resumption.storage.clone();
     cfg.ticketer = resumption.ticketer.clone();

@@ -140,6 +140,11 @@ fn files_of_every_size_come_out_byte_for_byte_over_https() {
             meta.ends_with("200 0 0"),
             "the last request reused the connection: {meta}"
         );
+        // HTTP/1.0 (curl -0 offers ALPN http/1.0 only): served, then closed.
+        let url = format!("https://localhost:{port}/f1048583");
+        let (meta, body) = curl(port, &["-0", &url]);
+        assert!(meta.starts_with("200"), "{b}: HTTP/1.0: {meta}");
+        assert!(body == root.read("f1048583"), "{b}: HTTP/1.0 bytes");
     }
 }
 

@@ -7,10 +7,11 @@
 //! still never waits. The protocol loop does not change: plaintext from
 //! rustls is fed to the session as plain bytes would be. A response's head
 //! and body go through [`Worker::send_plain`] instead of a plain `SEND`: the
-//! bytes are encrypted at once into [`TlsState::out`], sent by `Op::TlsSend`,
-//! and only when every record is on the socket does the response's own
-//! accounting (`on_send`) learn that its plaintext went, so backpressure is
-//! the plain path's: the next chunk is read only after this one is out.
+//! bytes are encrypted at once into [`TlsState::out`] and sent by
+//! `Op::TlsSend`. The records are a copy, so the chunk buffer is free again
+//! at once and the next chunk's `READ` overlaps their `SEND`; a connection
+//! holds at most two chunks of records (one in flight, one queued behind
+//! it), and a response finishes only once its last record is out.
 //! File bytes always come through a chunk buffer (`READ`, or `O_DIRECT`):
 //! `sendfile` cannot encrypt (the kernel here has no kTLS).
 //!
@@ -43,9 +44,12 @@ pub(super) struct TlsState {
     queued: Vec<u8>,
     /// An `Op::TlsSend` is in flight.
     sending: bool,
-    /// Plaintext bytes of the response whose records are in `out` or
-    /// `queued`: reported to `on_send` once they are all on the socket.
+    /// Plaintext bytes of the response whose records are in `queued`:
+    /// reported to `on_send` once they are all on the socket.
     plain_pending: usize,
+    /// The response is done but its records are not all on the socket:
+    /// pump it again once they are (then it finishes).
+    pub(super) pump_on_drain: bool,
 }
 
 impl TlsState {
@@ -60,6 +64,7 @@ impl TlsState {
             queued: Vec::new(),
             sending: false,
             plain_pending: 0,
+            pump_on_drain: false,
         }))
     }
 
@@ -70,6 +75,11 @@ impl TlsState {
     /// An `Op::TlsSend` is in flight.
     pub(super) fn sending(&self) -> bool {
         self.sending
+    }
+
+    /// Records are in flight or waiting, or plaintext waits for its report.
+    pub(super) fn busy(&self) -> bool {
+        self.sending || !self.queued.is_empty() || self.plain_pending > 0
     }
 
     /// Moves rustls's pending records behind the ones already waiting: into
@@ -111,8 +121,13 @@ impl Worker {
     }
 
     /// Encrypts the response's next plaintext (its head, or bytes of a chunk
-    /// buffer) and sends the records; the response's `on_send` hears of
-    /// those bytes once they are all out.
+    /// buffer) and sends the records. When they are the only records in
+    /// flight, the response's `on_send` hears of the plaintext at once: its
+    /// chunk buffer is free again (the records are a copy) and the next
+    /// chunk's `READ` overlaps this `SEND`. When records are in flight
+    /// already, these wait behind them (`queued`) and `on_send` hears of
+    /// them only once all are out, so a connection holds at most two
+    /// chunks of records: backpressure stays the plain path's.
     pub(super) fn send_plain(&mut self, slot: u32, what: Plain) {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let tx = c.tx.as_ref().expect("response in progress");
@@ -127,8 +142,15 @@ impl Worker {
             let _ = tls.conn.writer().write_all(step);
             tls.take_records();
         }
-        tls.plain_pending = plain.len();
+        let n = plain.len();
+        let early = tls.queued.is_empty();
+        if !early {
+            tls.plain_pending = n;
+        }
         self.tls_flush(slot);
+        if early {
+            self.on_send(slot, n as i32);
+        }
     }
 
     /// Starts a `SEND` of the pending records if none is in flight.
@@ -214,6 +236,9 @@ impl Worker {
         if plain > 0 {
             // The response's plaintext is all on the socket now.
             self.on_send(slot, plain as i32);
+        } else if std::mem::take(&mut tls.pump_on_drain) {
+            // A response waiting for its last records: it finishes now.
+            self.pump(slot);
         } else {
             // Handshake records or tickets went; more may be waiting.
             self.tls_flush(slot);

@@ -135,9 +135,11 @@ impl Worker {
             let b = tx.buf.expect("buffered bytes without a buffer");
             let p = &self.pool[b as usize].get()[tx.buf_pos..tx.buf_end];
             if c.tls.is_some() {
+                // The read-ahead first: send_plain may account the bytes at
+                // once and go on with the response (see send_plain).
                 let (from, to) = (tx.buf_pos, tx.buf_end);
-                self.send_plain(slot, super::tls::Plain::Buf(b, from, to));
                 self.read_ahead(slot);
+                self.send_plain(slot, super::tls::Plain::Buf(b, from, to));
                 return;
             }
             let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
@@ -148,8 +150,14 @@ impl Worker {
             self.read_ahead(slot);
             return;
         }
-        // 3. Done.
+        // 3. Done, once every TLS record of it is on the socket.
         if tx.file_left == 0 && tx.ahead.is_none() {
+            if let Some(t) = c.tls.as_mut() {
+                if t.busy() {
+                    t.pump_on_drain = true;
+                    return;
+                }
+            }
             self.finish_tx(slot);
             return;
         }
