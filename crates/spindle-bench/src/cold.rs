@@ -685,6 +685,7 @@ fn one(
         keepalive,
         idle: 0,
         timeout_secs: 120,
+        tls: None,
     };
     let r = cold_run(&running, &load, probe, work, true);
     running.stop()?;

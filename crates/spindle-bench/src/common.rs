@@ -108,6 +108,7 @@ pub fn setup(root: &Path, workers: u32) -> ServerSetup {
         cpus: pinning(workers).0,
         cgroup_procs: None,
         spindle_flags: Vec::new(),
+        tls: None,
     }
 }
 
@@ -231,13 +232,28 @@ pub struct Load {
     pub keepalive: bool,
     pub idle: u64,
     pub timeout_secs: u64,
+    /// HTTPS: the CA to trust, and whether sessions are resumed.
+    pub tls: Option<LoadTls>,
+}
+
+/// How the load generator speaks HTTPS.
+#[derive(Debug, Clone)]
+pub struct LoadTls {
+    pub ca: PathBuf,
+    /// Resume TLS sessions (tickets); `false`: a full handshake per connection.
+    pub resume: bool,
 }
 
 /// Writes a URL file for `paths` (relative to the server root) on `port`.
 pub fn write_urls(file: &Path, port: u16, paths: &[String]) -> Result<()> {
+    write_urls_scheme(file, "http", port, paths)
+}
+
+/// [`write_urls`] with the scheme (`http` or `https`).
+pub fn write_urls_scheme(file: &Path, scheme: &str, port: u16, paths: &[String]) -> Result<()> {
     let mut s = String::with_capacity(paths.len() * 40);
     for p in paths {
-        s.push_str(&format!("http://127.0.0.1:{port}/{p}\n"));
+        s.push_str(&format!("{scheme}://127.0.0.1:{port}/{p}\n"));
     }
     std::fs::write(file, s).with_context(|| format!("writing {}", file.display()))
 }
@@ -267,6 +283,12 @@ pub fn run_load(load: &Load, workdir: &Path, tag: &str) -> Result<Value> {
     }
     if load.idle > 0 {
         argv.extend(["--idle".into(), load.idle.to_string()]);
+    }
+    if let Some(t) = &load.tls {
+        argv.extend(["--cacert".into(), t.ca.display().to_string()]);
+        if !t.resume {
+            argv.push("--no-resume".into());
+        }
     }
     argv.extend([
         "--no-progress".into(),
@@ -319,6 +341,8 @@ pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
         put("ok_fetches_per_sec", Some(ok / secs));
     }
     put("errors", f("/errors"));
+    put("tls_full", f("/tls/full"));
+    put("tls_resumed", f("/tls/resumed"));
     put("timeouts", f("/timeouts"));
     put("idle_held_at_end", f("/idle/held_at_end"));
     // The client's own CPU during the run: with one load thread, a busy

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::common::{self, CommonArgs, End, Load, Machine, Progress};
+use crate::common::{self, CommonArgs, End, Load, LoadTls, Machine, Progress};
 use crate::data::{self, DataSet, SetKind};
 use crate::report::{col, Column, Report};
 use crate::servers::Running;
@@ -25,7 +25,53 @@ pub struct HotArgs {
     /// Concurrent fetches.
     #[arg(long, default_value_t = 100)]
     pub parallel: u64,
+    /// HTTPS: every server with the same ECDSA P-256 certificate (made for the
+    /// run), servers that cannot encrypt skipped; connection per fetch is measured
+    /// with TLS session resumption and with a full handshake each. Reports go to
+    /// hot-tls.*.
+    #[arg(long)]
+    pub tls: bool,
 }
+
+/// The ways a run's connections are used: keep-alive, or a new connection per
+/// fetch (over HTTPS, resumed or with a full handshake).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    KeepAlive,
+    PerFetch,
+    PerFetchFull,
+}
+
+impl Mode {
+    fn label(self, tls: bool) -> &'static str {
+        match (self, tls) {
+            (Mode::KeepAlive, _) => "keep-alive",
+            (Mode::PerFetch, false) => "connection per fetch",
+            (Mode::PerFetch, true) => "connection per fetch, resumed",
+            (Mode::PerFetchFull, _) => "connection per fetch, full handshake",
+        }
+    }
+}
+
+/// Servers that serve HTTPS (spindle's sendfile backends cannot encrypt).
+fn serves_https(name: &str) -> bool {
+    !matches!(
+        name,
+        "spindle-linux-sendfile" | "spindle-linux-aio-sendfile"
+    )
+}
+
+/// Over HTTPS, also the handshakes the client made, by kind.
+pub const COLUMNS_TLS: [Column; 8] = [
+    col("req_per_sec", "req/s", 0),
+    col("cpu_s_per_10k", "server CPU s / 10k req", 3),
+    col("fetch_ms_p50", "p50 ms", 2),
+    col("fetch_ms_p99", "p99 ms", 2),
+    col("mb_per_sec", "MB/s", 1),
+    col("tls_full", "full handshakes", 0),
+    col("tls_resumed", "resumed", 0),
+    col("non_200", "non-200", 0),
+];
 
 pub const COLUMNS: [Column; 6] = [
     col("req_per_sec", "req/s", 0),
@@ -44,7 +90,23 @@ fn read_all(set: &DataSet, files: &[String]) {
 
 pub fn run(a: HotArgs) -> Result<()> {
     let c = &a.common;
-    let (servers, notes) = c.servers()?;
+    let (mut servers, mut notes) = c.servers()?;
+    if a.tls {
+        servers.retain(|(s, _)| {
+            let ok = serves_https(&s.name());
+            if !ok {
+                notes.push(format!("{} skipped: it cannot serve HTTPS", s.name()));
+            }
+            ok
+        });
+        anyhow::ensure!(!servers.is_empty(), "none of the servers serves HTTPS");
+    }
+    let name_of_run = if a.tls { "hot-tls" } else { "hot" };
+    let modes: &[Mode] = if a.tls {
+        &[Mode::KeepAlive, Mode::PerFetch, Mode::PerFetchFull]
+    } else {
+        &[Mode::KeepAlive, Mode::PerFetch]
+    };
     let scale = if c.quick { 0.002 } else { 0.1 };
     let small = data::ensure(&c.data, SetKind::Small, scale, true)?;
     let tiny = data::ensure(
@@ -91,8 +153,12 @@ pub fn run(a: HotArgs) -> Result<()> {
         );
     }
     let mut report = Report::new(
-        "hot",
-        "hot: everything cached",
+        name_of_run,
+        if a.tls {
+            "hot over HTTPS: everything cached"
+        } else {
+            "hot: everything cached"
+        },
         machine,
         json!({"seconds": seconds, "parallel": a.parallel, "workers": c.workers,
                "files_100k": sets[0].1.len(), "files_1k": sets[1].1.len(), "rounds": c.rounds()}),
@@ -105,20 +171,28 @@ pub fn run(a: HotArgs) -> Result<()> {
         common::pinning(c.workers).0.unwrap_or_else(|| "any".into()),
         common::pinning(c.workers).1.unwrap_or_else(|| "any".into())
     ));
-    let work = common::workdir(&c.out, "hot")?;
-    let total = c.rounds() as u64 * servers.len() as u64 * 4;
-    let progress = Progress::new(total, "hot");
+    let work = common::workdir(&c.out, name_of_run)?;
+    let tls = if a.tls {
+        let files = crate::tls::make(&work.join("tls"))?;
+        report.notes.push("HTTPS: one ECDSA P-256 certificate for every server, made for the run; nginx with TLS 1.2 and 1.3, `ssl_session_cache shared:SSL:10m` and tickets; lighttpd with mod_openssl and its defaults; spindle with its defaults (rustls, ring). The client (spindle-load, rustls) negotiates TLS 1.3; `resumed` reuses a session ticket per connection, `full handshake` turns resumption off".into());
+        Some(files)
+    } else {
+        None
+    };
+    let total = c.rounds() as u64 * servers.len() as u64 * 2 * modes.len() as u64;
+    let progress = Progress::new(total, name_of_run);
     for round in 0..c.rounds() {
         for (server, _) in common::rotated(&servers, round as usize) {
             let name = server.name();
-            let setup = common::setup(&c.data, c.workers);
+            let mut setup = common::setup(&c.data, c.workers);
+            setup.tls = tls.clone();
             let mut running = match Running::start(server, &setup) {
                 Ok(r) => r,
                 Err(e) => {
                     for (label, _, _) in &sets {
-                        for mode in ["keep-alive", "connection per fetch"] {
+                        for mode in modes {
                             report.add(
-                                &format!("{label}, {mode}"),
+                                &format!("{label}, {}", mode.label(a.tls)),
                                 &name,
                                 Err(anyhow::anyhow!("{e:#}")),
                             );
@@ -133,16 +207,19 @@ pub fn run(a: HotArgs) -> Result<()> {
             };
             for (label, paths, _) in &sets {
                 let urls = work.join(format!("urls-{}", label.replace(' ', "")));
-                common::write_urls(&urls, running.port, paths)?;
-                for keepalive in [true, false] {
-                    let mode = if keepalive {
-                        "keep-alive"
-                    } else {
-                        "connection per fetch"
-                    };
-                    let group = format!("{label}, {mode}");
+                let scheme = if a.tls { "https" } else { "http" };
+                common::write_urls_scheme(&urls, scheme, running.port, paths)?;
+                for &mode in modes {
+                    let group = format!("{label}, {}", mode.label(a.tls));
                     progress.start(format!("round {} {group} {name}", round + 1));
-                    let sample = measure(&running, &urls, keepalive, seconds, a.parallel, &work);
+                    let load_tls = tls.as_ref().map(|t| LoadTls {
+                        ca: t.ca.clone(),
+                        resume: mode != Mode::PerFetchFull,
+                    });
+                    let keepalive = mode == Mode::KeepAlive;
+                    let sample = measure(
+                        &running, &urls, keepalive, load_tls, seconds, a.parallel, &work,
+                    );
                     let line = match &sample {
                         Ok(m) => format!(
                             "round {} {group:<28} {name:<28} {:>9.0} req/s {:>7.3} CPU s/10k",
@@ -161,7 +238,8 @@ pub fn run(a: HotArgs) -> Result<()> {
     }
     progress.finish();
     report.machine.finish();
-    let files = report.write(&c.out, "hot", &COLUMNS, "requests per second")?;
+    let columns: &[Column] = if a.tls { &COLUMNS_TLS } else { &COLUMNS };
+    let files = report.write(&c.out, name_of_run, columns, "requests per second")?;
     for f in files {
         eprintln!("wrote {}", f.display());
     }
@@ -172,6 +250,7 @@ fn measure(
     running: &Running,
     urls: &std::path::Path,
     keepalive: bool,
+    tls: Option<LoadTls>,
     seconds: f64,
     parallel: u64,
     work: &std::path::Path,
@@ -183,6 +262,7 @@ fn measure(
         keepalive,
         idle: 0,
         timeout_secs: 30,
+        tls,
     };
     // Warm-up: open-file caches, TCP.
     common::run_load(&load, work, "warmup")?;

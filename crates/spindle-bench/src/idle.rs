@@ -229,6 +229,7 @@ fn step(
         keepalive: true,
         idle,
         timeout_secs: 60,
+        tls: None,
     };
     let c0 = running.cpu_seconds();
     let r = common::run_load(&load, work, "idle");

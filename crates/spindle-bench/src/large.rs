@@ -412,6 +412,7 @@ fn one(
         keepalive: false,
         idle: 0,
         timeout_secs: 300,
+        tls: None,
     };
     let small = matches!(end, End::Fetches(_)) && parallel == PROBE_AT;
     let r = with_small_probe(small, root, running.port, work, || {
@@ -457,6 +458,7 @@ fn with_small_probe(
         keepalive: true,
         idle: 0,
         timeout_secs: 30,
+        tls: None,
     };
     let pwork = work.to_path_buf();
     let h = std::thread::spawn(move || {

@@ -16,6 +16,7 @@ mod report;
 mod servers;
 mod soak;
 mod sys;
+mod tls;
 
 use clap::{Parser, Subcommand};
 

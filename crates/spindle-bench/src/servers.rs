@@ -218,6 +218,8 @@ pub struct ServerSetup {
     pub cgroup_procs: Option<PathBuf>,
     /// Extra flags for spindle (e.g. `--chunk-size 1m`).
     pub spindle_flags: Vec<String>,
+    /// Serve HTTPS (only) with this certificate.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// A running server, stopped on drop.
@@ -253,9 +255,18 @@ impl Running {
                     backend.clone(),
                     "--workers".into(),
                     w.to_string(),
-                    "--listen".into(),
-                    format!("127.0.0.1:{port}"),
                 ];
+                match &setup.tls {
+                    None => a.extend(["--listen".into(), format!("127.0.0.1:{port}")]),
+                    Some(t) => a.extend([
+                        "--tls-listen".into(),
+                        format!("127.0.0.1:{port}"),
+                        "--tls-cert".into(),
+                        t.cert.display().to_string(),
+                        "--tls-key".into(),
+                        t.key.display().to_string(),
+                    ]),
+                }
                 a.extend(setup.spindle_flags.iter().cloned());
                 a.push(setup.root.display().to_string());
                 a
@@ -267,6 +278,20 @@ impl Running {
                     ""
                 };
                 let t = tmp.display();
+                // HTTPS as the issue's peers are set up: the same certificate,
+                // TLS 1.2 and 1.3, a shared session cache beside tickets.
+                let (ssl, tls_conf) = match &setup.tls {
+                    None => ("", String::new()),
+                    Some(f) => (
+                        " ssl",
+                        format!(
+                            "  ssl_certificate {};\n  ssl_certificate_key {};\n  ssl_protocols TLSv1.2 TLSv1.3;\n\
+  ssl_prefer_server_ciphers on;\n  ssl_session_cache shared:SSL:10m;\n  ssl_session_tickets on;\n",
+                            f.cert.display(),
+                            f.key.display()
+                        ),
+                    ),
+                };
                 let conf = format!(
                     "worker_processes {w};\ndaemon off;\nmaster_process on;\nuser root;\n\
 worker_rlimit_nofile {nofile};\npid {t}/nginx.pid;\nerror_log {t}/error.log;\n\
@@ -275,8 +300,8 @@ http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile
   keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
   open_file_cache max={ofc} inactive=60s;\n  open_file_cache_valid 60s;\n\
   client_body_temp_path {t}/body;\n  proxy_temp_path {t}/proxy;\n  fastcgi_temp_path {t}/fastcgi;\n\
-  uwsgi_temp_path {t}/uwsgi;\n  scgi_temp_path {t}/scgi;\n\
-  server {{ listen 127.0.0.1:{port} backlog=4096; root {root}; }}\n}}\n"
+  uwsgi_temp_path {t}/uwsgi;\n  scgi_temp_path {t}/scgi;\n{tls_conf}\
+  server {{ listen 127.0.0.1:{port}{ssl} backlog=4096; root {root}; }}\n}}\n"
                 );
                 let path = tmp.join("nginx.conf");
                 std::fs::write(&path, conf)?;
@@ -300,6 +325,15 @@ server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS
 server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserver.max-read-idle = 300\n",
                     tmp.display()
                 );
+                let conf = match &setup.tls {
+                    None => conf,
+                    Some(f) => format!(
+                        "{conf}server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\n\
+ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n",
+                        f.cert.display(),
+                        f.key.display()
+                    ),
+                };
                 let path = tmp.join("lighttpd.conf");
                 std::fs::write(&path, conf)?;
                 vec![

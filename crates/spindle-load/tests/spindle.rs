@@ -151,6 +151,34 @@ fn a_run_against_spindle() {
         );
     }
 
+    // Many connections at once, a new one per fetch: only the first wave
+    // pays a full handshake; every later connection finds a TLS 1.3 ticket
+    // (each resumes one connection, so the store must hold more than
+    // rustls's default 8 per server).
+    let jp = dir.path().join("wave.json");
+    let out = load(
+        &[
+            "-p",
+            "64",
+            "-f",
+            "1280",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--json",
+            jp.to_str().unwrap(),
+            https_file.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j = json(&jp);
+    let full = j["tls"]["full"].as_u64().unwrap();
+    assert!(
+        full <= 64 + 8,
+        "{full} full handshakes for 64 parallel: {}",
+        j["tls"]
+    );
+
     // One URL, so the total is exact.
     let one = write_file(dir.path(), "one", &format!("http://127.0.0.1:{port}/f7\n"));
     let out = load(
