@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::common::{self, CommonArgs, End, Load, Machine, Progress};
+use crate::common::{self, CommonArgs, End, Load, LoadTls, Machine, Progress};
 use crate::data::{self, DataSet, SetKind};
 use crate::report::{col, Column, Report};
 use crate::servers::{self, Running, Server};
@@ -86,6 +86,11 @@ pub struct ColdArgs {
     /// Extra flags for every spindle server, e.g. "--max-inflight 32" (space-separated).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub spindle_flags: String,
+    /// HTTPS: every server with the same ECDSA P-256 certificate (made for the
+    /// run), servers that cannot encrypt skipped, sessions resumed; reports go to
+    /// cold-tls.* (cold-emulated-tls.*).
+    #[arg(long)]
+    pub tls: bool,
     /// Model of the emulated disk (with --disk emulated).
     #[command(flatten)]
     pub model: slowdisk::ModelArgs,
@@ -435,7 +440,10 @@ pub fn run(a: ColdArgs) -> Result<()> {
     let scale = a.scale.unwrap_or(if c.quick { 0.002 } else { 1.0 });
     data::validate_scale(scale)?;
     let cgroup_mem = a.cgroup_mem.as_deref().map(parse_bytes).transpose()?;
-    let (servers, notes) = c.servers()?;
+    let (mut servers, mut notes) = c.servers()?;
+    if a.tls {
+        crate::tls::https_only(&mut servers, &mut notes)?;
+    }
     let set = data::ensure(&c.data, SetKind::Small, scale, true)?;
     let (fetches, seconds) = if c.quick {
         (a.fetches.min(200), a.seconds.map(|s| s.min(2.0)))
@@ -473,6 +481,12 @@ pub fn run(a: ColdArgs) -> Result<()> {
         None => "none (--no-cgroup)".into(),
     });
     let work = common::workdir(&c.out, "cold")?;
+    let tls = if a.tls {
+        notes.push(format!("{}; sessions resumed", crate::tls::NOTE));
+        Some(crate::tls::make(&work.join("tls"))?)
+    } else {
+        None
+    };
     // The emulated disk, mounted for the whole run, daemon outside the cgroup.
     let disk = if a.disk == Disk::Emulated {
         let exe = std::env::current_exe()?;
@@ -517,10 +531,11 @@ pub fn run(a: ColdArgs) -> Result<()> {
         Some(s) => End::Seconds(s),
         None => End::Fetches(fetches),
     };
-    let name = if a.disk == Disk::Emulated {
-        "cold-emulated"
-    } else {
-        "cold"
+    let name = match (a.disk == Disk::Emulated, a.tls) {
+        (true, false) => "cold-emulated",
+        (false, false) => "cold",
+        (true, true) => "cold-emulated-tls",
+        (false, true) => "cold-tls",
     };
     let mut report = Report::new(
         name,
@@ -612,6 +627,7 @@ pub fn run(a: ColdArgs) -> Result<()> {
                     end,
                     &probe,
                     &work,
+                    tls.as_ref(),
                 );
                 let line = match &sample {
                     Ok(m) => format!(
@@ -671,13 +687,16 @@ fn one(
     end: End,
     probe: &DiskProbe,
     work: &Path,
+    tls: Option<&crate::tls::TlsFiles>,
 ) -> Result<BTreeMap<String, f64>> {
     let mut setup = common::setup(root, workers);
     setup.cgroup_procs = cgroup.as_ref().map(|g| g.procs.clone());
     setup.spindle_flags = spindle_flags.to_vec();
+    setup.tls = tls.cloned();
     let mut running = Running::start(server, &setup)?;
     let urls = work.join("urls");
-    common::write_urls(&urls, running.port, &set.files)?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    common::write_urls_scheme(&urls, scheme, running.port, &set.files)?;
     let load = Load {
         urls,
         parallel,
@@ -685,7 +704,10 @@ fn one(
         keepalive,
         idle: 0,
         timeout_secs: 120,
-        tls: None,
+        tls: tls.map(|t| LoadTls {
+            ca: t.ca.clone(),
+            resume: true,
+        }),
     };
     let r = cold_run(&running, &load, probe, work, true);
     running.stop()?;

@@ -53,14 +53,6 @@ impl Mode {
     }
 }
 
-/// Servers that serve HTTPS (spindle's sendfile backends cannot encrypt).
-fn serves_https(name: &str) -> bool {
-    !matches!(
-        name,
-        "spindle-linux-sendfile" | "spindle-linux-aio-sendfile"
-    )
-}
-
 /// Over HTTPS, also the handshakes the client made, by kind.
 pub const COLUMNS_TLS: [Column; 8] = [
     col("req_per_sec", "req/s", 0),
@@ -92,14 +84,7 @@ pub fn run(a: HotArgs) -> Result<()> {
     let c = &a.common;
     let (mut servers, mut notes) = c.servers()?;
     if a.tls {
-        servers.retain(|(s, _)| {
-            let ok = serves_https(&s.name());
-            if !ok {
-                notes.push(format!("{} skipped: it cannot serve HTTPS", s.name()));
-            }
-            ok
-        });
-        anyhow::ensure!(!servers.is_empty(), "none of the servers serves HTTPS");
+        crate::tls::https_only(&mut servers, &mut notes)?;
     }
     let name_of_run = if a.tls { "hot-tls" } else { "hot" };
     let modes: &[Mode] = if a.tls {
@@ -174,7 +159,10 @@ pub fn run(a: HotArgs) -> Result<()> {
     let work = common::workdir(&c.out, name_of_run)?;
     let tls = if a.tls {
         let files = crate::tls::make(&work.join("tls"))?;
-        report.notes.push("HTTPS: one ECDSA P-256 certificate for every server, made for the run; nginx with TLS 1.2 and 1.3, `ssl_session_cache shared:SSL:10m` and tickets; lighttpd with mod_openssl and its defaults; spindle with its defaults (rustls, ring). The client (spindle-load, rustls) negotiates TLS 1.3; `resumed` reuses a session ticket per connection, `full handshake` turns resumption off".into());
+        report.notes.push(format!(
+            "{}; `resumed` reuses a session ticket per connection, `full handshake` turns resumption off",
+            crate::tls::NOTE
+        ));
         Some(files)
     } else {
         None

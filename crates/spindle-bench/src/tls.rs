@@ -100,3 +100,29 @@ pub fn make(dir: &Path) -> Result<TlsFiles> {
         ca: dir.join("ca.pem"),
     })
 }
+
+/// Keeps the servers that can serve HTTPS (spindle's two sendfile backends
+/// cannot encrypt), with a note for each one left out.
+pub fn https_only(
+    servers: &mut Vec<(crate::servers::Server, String)>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    servers.retain(|(s, _)| {
+        let name = s.name();
+        let ok = !matches!(
+            name.as_str(),
+            "spindle-linux-sendfile" | "spindle-linux-aio-sendfile"
+        );
+        if !ok {
+            notes.push(format!("{name} skipped: it cannot serve HTTPS"));
+        }
+        ok
+    });
+    if servers.is_empty() {
+        bail!("none of the servers serves HTTPS");
+    }
+    Ok(())
+}
+
+/// The report note that says how HTTPS was set up.
+pub const NOTE: &str = "HTTPS: one ECDSA P-256 certificate for every server, made for the run; nginx with TLS 1.2 and 1.3, `ssl_session_cache shared:SSL:10m` and tickets; lighttpd with mod_openssl and its defaults; spindle with its defaults (rustls, ring). The client (spindle-load, rustls) negotiates TLS 1.3";
