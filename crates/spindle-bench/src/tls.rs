@@ -38,6 +38,8 @@ fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
 /// Makes a CA and a P-256 certificate for 127.0.0.1 and localhost in `dir`.
 pub fn make(dir: &Path) -> Result<TlsFiles> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Absolute: nginx reads paths against its own prefix directory.
+    let dir = &std::fs::canonicalize(dir)?;
     let ec = [
         "-newkey",
         "ec",
