@@ -542,3 +542,83 @@ fn openssl_s_client_sees_server_order_and_resumption() {
         let _ = std::fs::remove_file(&sess);
     }
 }
+
+/// A client that offers only TLS 1.0, or only RSA key exchange with CBC, gets
+/// a handshake failure and no HTTP; the server goes on serving.
+#[test]
+fn old_protocols_and_weak_suites_are_refused() {
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        let (_srv, port) = start_https(b, &root, &[]);
+        for args in [
+            &["-tls1", "-cipher", "DEFAULT@SECLEVEL=0"][..],
+            &["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"][..],
+            &["-tls1_2", "-cipher", "AES128-SHA:AES256-SHA:DES-CBC3-SHA"][..],
+        ] {
+            let out = s_client(port, args);
+            // A handshake failure alert, no cipher, no HTTP.
+            assert!(
+                !out.contains("HTTP/1.1") && out.contains("Cipher is (NONE)"),
+                "{b} {args:?}: a session was made: {out}"
+            );
+            assert!(out.contains("alert"), "{b} {args:?}: {out}");
+        }
+        let (meta, _) = curl_get(port, "f1");
+        assert!(meta.starts_with("200"), "{b}: {meta}");
+    }
+}
+
+/// SIGHUP with a new certificate while a download runs on the old one: the
+/// download finishes byte for byte, and the next connection gets the new
+/// certificate.
+#[test]
+fn a_download_across_a_certificate_reload_gets_every_byte() {
+    for b in HTTPS_BACKENDS {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(true);
+        let dir = root
+            .path("../")
+            .join(format!("certs-dl-{b}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        std::fs::copy(tls_data("p256.pem"), &cert).unwrap();
+        std::fs::copy(tls_data("p256.key"), &key).unwrap();
+        let (srv, port) = start_https_with(b, &root, &cert, &key, &[]);
+        let out = dir.join("big.out");
+        // 64 MiB at 16 MB/s: about 4 s, the reload lands in the middle.
+        let mut dl = Killed(
+            Command::new("curl")
+                .args(["-sS", "--limit-rate", "16M", "-o"])
+                .arg(&out)
+                .arg("--cacert")
+                .arg(tls_data("ca.pem"))
+                .arg("--resolve")
+                .arg(format!("localhost:{port}:127.0.0.1"))
+                .arg(format!("https://localhost:{port}/big"))
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(Duration::from_millis(1000));
+        std::fs::copy(tls_data("rsa.pem"), &cert).unwrap();
+        std::fs::copy(tls_data("rsa.key"), &key).unwrap();
+        // SAFETY: kill(2) on our child's pid.
+        unsafe { libc::kill(srv.child.id() as i32, libc::SIGHUP) };
+        let t = Instant::now();
+        while !srv.stderr().contains("TLS certificates reloaded") {
+            assert!(t.elapsed() < Duration::from_secs(5), "{}", srv.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(cert_subject(port, "rsa.test")
+            .unwrap()
+            .contains("CN=rsa.test"));
+        let st = dl.0.wait().unwrap();
+        assert!(st.success(), "{b}: the download failed across the reload");
+        assert!(
+            std::fs::read(&out).unwrap() == root.read("big"),
+            "{b}: the download's bytes differ"
+        );
+        drop(srv);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
