@@ -325,14 +325,8 @@ impl Worker<'_> {
                 return;
             }
             if self.claim() {
-                let start = Instant::now();
-                self.begin_fetch(slot, start);
                 let url = self.pick_url();
-                let c = self.conn(slot);
-                c.url = url;
-                c.reused = true;
-                c.retried = false;
-                self.send_request(slot);
+                self.fetch_on_kept(slot, url, Instant::now());
                 return;
             }
         } else if plan.keepalive && !reusable && answered {

@@ -422,16 +422,21 @@ impl<'a> Worker<'a> {
                     .as_ref()
                     .is_some_and(|c| c.phase == Phase::Parked);
             if live {
-                self.begin_fetch(slot, start);
-                let c = self.conn(slot);
-                c.url = url;
-                c.reused = true;
-                c.retried = false;
-                self.send_request(slot);
+                self.fetch_on_kept(slot, url, start);
                 return;
             }
         }
         self.start_on_new_conn(url, start, false);
+    }
+
+    /// Starts a fetch of `url` on the kept-alive connection in `slot`.
+    fn fetch_on_kept(&mut self, slot: usize, url: usize, start: Instant) {
+        self.begin_fetch(slot, start);
+        let c = self.conn(slot);
+        c.url = url;
+        c.reused = true;
+        c.retried = false;
+        self.send_request(slot);
     }
 
     fn start_on_new_conn(&mut self, url: usize, start: Instant, retried: bool) {

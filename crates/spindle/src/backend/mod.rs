@@ -83,6 +83,25 @@ pub fn truncated() {
     crate::say!("spindle: a file was truncated while being sent; closing the connection");
 }
 
+/// Whether a body's last bytes may go to the socket: the response names
+/// no version, or the file was found to have it before (`verified`), or it
+/// has it now ([`crate::fs::has_version`], one `fstat`; then `verified` is
+/// set, so a response checks once). Each backend calls it where its last
+/// bytes leave, and decides what a change costs the response.
+pub fn version_holds(
+    file: RawFd,
+    version: Option<spindle_core::response::Version>,
+    verified: &mut bool,
+) -> bool {
+    let Some(version) = version else {
+        return true;
+    };
+    if !*verified {
+        *verified = crate::fs::has_version(file, &version);
+    }
+    *verified
+}
+
 /// Logs a file whose size or modification time changed while its body
 /// was being sent: the last bytes are withheld and the connection dropped,
 /// so the client sees a short body instead of a mix of two versions.

@@ -10,7 +10,7 @@ use spindle_core::{OpenError, OpenRequest};
 use super::mover::{OpenResult, Progress, Tx};
 use super::tls::Sock;
 use super::MAX_SENDFILE;
-use crate::backend::truncated;
+use crate::backend::{truncated, version_holds};
 use crate::fs::{self, Root};
 
 /// Why a transfer stopped early.
@@ -112,14 +112,10 @@ pub fn sendfile(sock: RawFd, fd: RawFd, off: &mut u64, count: u64) -> Result<usi
 /// earlier are the page cache's own pages until the peer reads them; a
 /// change after this check can still reach those (see docs/reliability.md).
 pub fn last_bytes_ok(tx: &mut Tx) -> Result<(), Progress> {
-    if tx.verified {
-        return Ok(());
-    }
-    let (Some(version), Some(file)) = (tx.resp.version, tx.file.as_ref()) else {
+    let Some(file) = tx.file.as_ref() else {
         return Ok(());
     };
-    if fs::has_version(file.as_raw_fd(), &version) {
-        tx.verified = true;
+    if version_holds(file.as_raw_fd(), tx.resp.version, &mut tx.verified) {
         Ok(())
     } else {
         Err(Progress::Changed)

@@ -163,11 +163,10 @@ impl<M: Mover> Worker<M> {
             fd: c.fd.as_raw_fd(),
             tls: c.tls.as_deref_mut(),
         };
-        let p = self.mover.pump(who, &mut sock, tx, &mut c.st);
+        let mut p = self.mover.pump(who, &mut sock, tx, &mut c.st);
         if tx.progress() != before {
             c.deadline = now + send_timeout;
         }
-        let mut p = p;
         if p == Progress::Done {
             if let Some(tls) = c.tls.as_mut() {
                 // Done means every record is on the socket: the rest waits

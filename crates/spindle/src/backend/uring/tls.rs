@@ -28,7 +28,7 @@ use std::sync::Arc;
 use io_uring::{opcode, types};
 
 use super::ring::Op;
-use super::{Phase, Worker};
+use super::Worker;
 
 /// Plaintext handed to rustls per `write` call (its records are 16 KiB).
 const ENCRYPT_STEP: usize = 64 * 1024;
@@ -210,17 +210,11 @@ impl Worker {
     pub(super) fn on_tls_send(&mut self, slot: u32, res: i32) {
         let progress = self.now + self.ctx.cfg.send_timeout;
         let c = self.conn(slot);
-        let tls = c.tls.as_mut().expect("TLS connection");
-        tls.sending = false;
-        if c.phase == Phase::Closing {
-            self.release_tx(slot);
-            self.maybe_release(slot);
+        c.tls.as_mut().expect("TLS connection").sending = false;
+        if !self.send_went(slot, res) {
             return;
         }
-        if res <= 0 {
-            self.abort(slot);
-            return;
-        }
+        let c = self.conn(slot);
         // Bytes moved: the response is making progress (--send-timeout
         // counts from the last one, as for a plain SEND).
         c.deadline = progress;

@@ -12,7 +12,7 @@ use super::read::go_direct;
 use super::ring::Op;
 use super::{Phase, Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
 use crate::backend::epoll::{self, Stop};
-use crate::backend::{changed, truncated, unix_now};
+use crate::backend::{changed, truncated, unix_now, version_holds};
 use crate::config::FirstMiss;
 use crate::fs;
 use crate::net;
@@ -412,15 +412,10 @@ impl Worker {
     pub(super) fn last_bytes_ok(&mut self, slot: u32) -> bool {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let tx = c.tx.as_mut().expect("response in progress");
-        let Some(version) = tx.resp.version else {
+        let Some(file) = c.file.as_ref() else {
             return true;
         };
-        if tx.verified {
-            return true;
-        }
-        let file = c.file.as_ref().expect("file for body").as_raw_fd();
-        if fs::has_version(file, &version) {
-            tx.verified = true;
+        if version_holds(file.as_raw_fd(), tx.resp.version, &mut tx.verified) {
             return true;
         }
         changed();
@@ -432,20 +427,31 @@ impl Worker {
         false
     }
 
+    /// The start of every `SEND` completion of a response (plain or TLS
+    /// records): `false` when the response is over, because the connection
+    /// is closing (then it is released once nothing is in flight) or the
+    /// send failed (then it is dropped).
+    pub(super) fn send_went(&mut self, slot: u32, res: i32) -> bool {
+        if self.conn(slot).phase == Phase::Closing {
+            self.release_tx(slot);
+            self.maybe_release(slot);
+            return false;
+        }
+        if res <= 0 {
+            self.abort(slot);
+            return false;
+        }
+        true
+    }
+
     pub(super) fn on_send(&mut self, slot: u32, res: i32) {
         let send_timeout = self.ctx.cfg.send_timeout;
         let now = self.now;
         let others_waiting = !self.pool_waiters.is_empty();
+        if !self.send_went(slot, res) {
+            return;
+        }
         let c = self.conn(slot);
-        if c.phase == Phase::Closing {
-            self.release_tx(slot);
-            self.maybe_release(slot);
-            return;
-        }
-        if res <= 0 {
-            self.abort(slot);
-            return;
-        }
         c.deadline = now + send_timeout;
         let tx = c.tx.as_mut().expect("tx");
         let mut n = res as usize;
