@@ -31,7 +31,10 @@ fn main() {
             let Step::Open(o) = s.next(&cfg) else {
                 panic!("expected an open")
             };
-            let r = s.opened(&cfg, &o, Ok(meta));
+            let r = s
+                .opened(&cfg, &o, Ok(meta))
+                .into_response()
+                .expect("response");
             bytes += r.head.len();
             s.sent();
         }

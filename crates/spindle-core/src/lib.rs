@@ -15,17 +15,20 @@
 //!   bodies, and the request-level checks (Host, method, version).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
+//! - [`encoding`]: `Accept-Encoding` negotiation for precompressed sidecars.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
 //!   body discarding).
 //! - [`accesslog`]: Combined Log Format lines.
 
 pub mod accesslog;
 pub mod date;
+pub mod encoding;
 pub mod limits;
 pub mod path;
 pub mod request;
 pub mod response;
 pub mod session;
 
+pub use encoding::Encoding;
 pub use response::{FileMeta, Response};
 pub use session::{OpenError, OpenRequest, Session, SessionConfig, Step};

@@ -50,6 +50,8 @@ pub struct Request {
     pub if_unmodified_since: Option<Vec<u8>>,
     pub range: Option<Vec<u8>>,
     pub if_range: Option<Vec<u8>>,
+    /// Kept for precompressed sidecars (see `encoding`).
+    pub accept_encoding: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
     /// Bytes of the head, including the final blank line.
@@ -173,6 +175,7 @@ pub fn parse_reusing(
         if_unmodified_since: None,
         range: None,
         if_range: None,
+        accept_encoding: None,
         referer: None,
         user_agent: None,
         head_len,
@@ -219,6 +222,8 @@ pub fn parse_reusing(
             r.range = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"if-range") {
             r.if_range = Some(v.to_vec());
+        } else if name.eq_ignore_ascii_case(b"accept-encoding") {
+            append_list(&mut r.accept_encoding, v);
         } else if name.eq_ignore_ascii_case(b"referer") {
             r.referer = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"user-agent") {

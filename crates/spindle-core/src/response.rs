@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use crate::date;
+use crate::encoding::Encoding;
 use crate::request::{parse_u64, trim, Method, Request};
 
 /// What a driver learned from `fstat` of an opened path.
@@ -230,9 +231,36 @@ pub fn etag(meta: &FileMeta) -> String {
     tag
 }
 
-/// The response for a regular file.
-pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ctx) -> Response {
-    let tag = etag(meta);
+/// Which representation of a resource a file response carries.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Representation {
+    /// Sent from a precompressed sidecar with this coding.
+    pub encoding: Option<Encoding>,
+    /// The resource has (or may have) encoded representations, so the
+    /// choice depends on `Accept-Encoding`: say so to caches.
+    pub vary: bool,
+}
+
+/// The response for a regular file (`rel_path` names the resource, for
+/// its type; `meta` is the file actually sent, a sidecar's when
+/// `rep.encoding` is set).
+pub(crate) fn for_file(
+    req: &Request,
+    meta: &FileMeta,
+    rel_path: &[u8],
+    rep: Representation,
+    ctx: &Ctx,
+) -> Response {
+    let mut tag = etag(meta);
+    if let Some(e) = rep.encoding {
+        // Distinct per coding even if two sidecars had the same inode,
+        // size and time (RFC 9110 §8.8.3: an entity tag names one
+        // representation).
+        tag.pop();
+        tag.push('-');
+        tag.push_str(e.token());
+        tag.push('"');
+    }
     let last_modified = date::fmt_unix_cached(meta.mtime_sec);
 
     // RFC 9110 §13.2.2: the order in which preconditions are evaluated.
@@ -256,6 +284,9 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
         let mut h = Head::new(304, ctx);
         h.header("Last-Modified", &last_modified)
             .header("ETag", &tag);
+        if rep.vary {
+            h.header("Vary", "Accept-Encoding");
+        }
         return Response {
             status: 304,
             head: h.finish(ctx),
@@ -293,6 +324,12 @@ pub(crate) fn for_file(req: &Request, meta: &FileMeta, rel_path: &[u8], ctx: &Ct
         .header("Last-Modified", &last_modified)
         .header("ETag", &tag)
         .header("Accept-Ranges", "bytes");
+    if let Some(e) = rep.encoding {
+        h.header("Content-Encoding", e.token());
+    }
+    if rep.vary {
+        h.header("Vary", "Accept-Encoding");
+    }
     if status == 206 {
         let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, meta.size);
         h.header("Content-Range", &cr);

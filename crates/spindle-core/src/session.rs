@@ -8,16 +8,22 @@
 //!      └──── NeedInput ◄─────┘                                   └──► Closed (close)
 //! ```
 //!
+//! With precompressed sidecars on, `opened()` may answer with another
+//! `Open` instead of a response (the sidecars in turn, then the file
+//! itself again if none will do); the session stays in `AwaitOpen` until
+//! it responds.
+//!
 //! Pipelined requests wait in the input buffer and are parsed one at a
 //! time, after the previous response has been handed back with
 //! [`Session::sent`], so responses always go out in request order.
 
 use std::ffi::CString;
 
+use crate::encoding::{self, Encoding};
 use crate::limits;
 use crate::path::{self, PathError};
 use crate::request::{self, BodyFraming, Method, Parsed, Request};
-use crate::response::{self, Ctx, FileKind, FileMeta, Response};
+use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
 
 /// Settings shared by every session of a server.
 #[derive(Debug, Clone)]
@@ -31,6 +37,9 @@ pub struct SessionConfig {
     /// (`Name: value\r\n` each; checked by the driver's configuration),
     /// like nginx's `add_header ... always`.
     pub extra_headers: Vec<u8>,
+    /// Codings served from precompressed sidecars (`file.br`, `file.zst`,
+    /// `file.gz`), in the server's order of preference; empty: off.
+    pub precompressed: Vec<Encoding>,
 }
 
 impl Default for SessionConfig {
@@ -42,6 +51,7 @@ impl Default for SessionConfig {
             max_requests_per_connection: limits::DEFAULT_MAX_REQUESTS_PER_CONNECTION,
             allow_dotfiles: false,
             extra_headers: Vec::new(),
+            precompressed: Vec::new(),
         }
     }
 }
@@ -94,6 +104,16 @@ pub enum Step {
     Close,
 }
 
+impl Step {
+    /// The response, if this step is one.
+    pub fn into_response(self) -> Option<Response> {
+        match self {
+            Step::Respond(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Reading,
@@ -132,6 +152,27 @@ pub struct Session {
     /// Or the request line of the last rejected request.
     last_reject: Option<(String, Vec<u8>)>,
     last_status: u16,
+    /// A search for a precompressed sidecar of the current request.
+    sidecar: Option<Box<Sidecar>>,
+}
+
+/// Whether `m` is a regular file at least as new as `src` (a sidecar
+/// older than its resource is stale and ignored).
+fn newer_file(m: &FileMeta, src: &FileMeta) -> bool {
+    m.kind == FileKind::Regular && (m.mtime_sec, m.mtime_nsec) >= (src.mtime_sec, src.mtime_nsec)
+}
+
+/// A precompressed sidecar search in progress (see [`encoding`]).
+#[derive(Debug)]
+struct Sidecar {
+    /// The resource's own path and metadata.
+    src_path: CString,
+    src: FileMeta,
+    /// Codings still to try, best first.
+    todo: Vec<Encoding>,
+    /// The coding whose sidecar is being opened; `None`: the resource
+    /// itself is being opened again, no sidecar would do.
+    trying: Option<Encoding>,
 }
 
 impl Default for Session {
@@ -153,6 +194,7 @@ impl Session {
             last_req: None,
             last_reject: None,
             last_status: 0,
+            sidecar: None,
         }
     }
 
@@ -333,14 +375,53 @@ impl Session {
         }
     }
 
-    /// The driver's answer to [`Step::Open`]: the response to transmit.
+    /// The driver's answer to [`Step::Open`]: the response to transmit
+    /// ([`Step::Respond`]), or, while looking for a precompressed sidecar,
+    /// the next path to open ([`Step::Open`], answered here again). The
+    /// driver sends the file of the last successful open.
     pub fn opened(
         &mut self,
         cfg: &SessionConfig,
         open_path: &OpenRequest,
         result: Result<FileMeta, OpenError>,
-    ) -> Response {
+    ) -> Step {
         assert_eq!(self.state, State::AwaitOpen, "opened() without Step::Open");
+        let vary = !cfg.precompressed.is_empty();
+        let mut rep = Representation {
+            encoding: None,
+            vary,
+        };
+        let mut chosen = None;
+        match (self.sidecar.take(), &result) {
+            (Some(sc), Ok(m)) if sc.trying.is_some() && newer_file(m, &sc.src) => {
+                // This sidecar will do: it is sent, typed as the resource.
+                rep.encoding = sc.trying;
+                chosen = Some(sc);
+            }
+            // Missing, not a file, or older than the resource: the next.
+            (Some(sc), _) if sc.trying.is_some() => return self.next_sidecar(sc),
+            (None, Ok(m)) if vary && m.kind == FileKind::Regular => {
+                let req = self.current.as_ref().expect("current request");
+                if matches!(req.method, Method::Get | Method::Head) {
+                    let todo =
+                        encoding::negotiate(req.accept_encoding.as_deref(), &cfg.precompressed);
+                    if !todo.is_empty() {
+                        let sc = Box::new(Sidecar {
+                            src_path: open_path.path.clone(),
+                            src: *m,
+                            todo,
+                            trying: None,
+                        });
+                        return self.next_sidecar(sc);
+                    }
+                }
+            }
+            // No search, or its end: the resource's own open, again.
+            _ => {}
+        }
+        let rel_path = chosen
+            .as_ref()
+            .map_or(open_path.path.as_bytes(), |sc| sc.src_path.as_bytes());
         let req = self.current.take().expect("current request");
         let keep_alive = self.current_keep_alive;
         let ctx = self.ctx(
@@ -351,9 +432,7 @@ impl Session {
         );
         let resp = match result {
             Ok(meta) => match meta.kind {
-                FileKind::Regular => {
-                    response::for_file(&req, &meta, open_path.path.as_bytes(), &ctx)
-                }
+                FileKind::Regular => response::for_file(&req, &meta, rel_path, rep, &ctx),
                 FileKind::Directory if !open_path.path.as_bytes().ends_with(path::INDEX_FILE) => {
                     let location = redirect_location(&req.target);
                     response::error(301, &ctx, &[("Location", &location)])
@@ -366,10 +445,24 @@ impl Session {
             Err(OpenError::Other) => response::error(500, &ctx, &[]),
         };
         self.last_req = Some(req);
-        match self.finish(resp) {
-            Step::Respond(r) => r,
-            _ => unreachable!("finish always responds"),
-        }
+        self.finish(resp)
+    }
+
+    /// Opens the next sidecar of a search, or the resource itself again
+    /// when none is left.
+    fn next_sidecar(&mut self, mut sc: Box<Sidecar>) -> Step {
+        let path = if sc.todo.is_empty() {
+            sc.trying = None;
+            sc.src_path.clone()
+        } else {
+            let e = sc.todo.remove(0);
+            sc.trying = Some(e);
+            let mut p = sc.src_path.as_bytes().to_vec();
+            p.extend_from_slice(e.suffix().as_bytes());
+            CString::new(p).expect("path has no NUL")
+        };
+        self.sidecar = Some(sc);
+        Step::Open(OpenRequest { path })
     }
 
     /// The driver could not read the body of the response [`Session::next`]
@@ -505,6 +598,184 @@ mod tests {
         String::from_utf8_lossy(&r.head).into_owned()
     }
 
+    /// Plays the driver for one request with precompressed sidecars on:
+    /// `world` says what each path is (absent: not found). Returns the
+    /// paths opened, in order, and the response.
+    fn sidecar_run(
+        accept: &str,
+        method: &str,
+        world: &[(&str, FileMeta)],
+    ) -> (Vec<String>, Response) {
+        let cfg = SessionConfig {
+            precompressed: Encoding::ALL.to_vec(),
+            ..SessionConfig::default()
+        };
+        let mut s = Session::new();
+        let ae = if accept.is_empty() {
+            String::new()
+        } else {
+            format!("Accept-Encoding: {accept}\r\n")
+        };
+        s.feed(format!("{method} /app.js HTTP/1.1\r\nHost: x\r\n{ae}\r\n").as_bytes());
+        let Step::Open(mut o) = s.next(&cfg) else {
+            panic!("open expected")
+        };
+        let mut opened = Vec::new();
+        loop {
+            let p = String::from_utf8(o.path.as_bytes().to_vec()).unwrap();
+            let found = world
+                .iter()
+                .find(|(n, _)| *n == p)
+                .map(|(_, m)| *m)
+                .ok_or(OpenError::NotFound);
+            opened.push(p);
+            assert!(opened.len() <= 5, "{opened:?}");
+            match s.opened(&cfg, &o, found) {
+                Step::Respond(r) => return (opened, r),
+                Step::Open(next) => o = next,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    fn at(size: u64, mtime_sec: i64) -> FileMeta {
+        FileMeta {
+            mtime_sec,
+            ..meta(size)
+        }
+    }
+
+    #[test]
+    fn sidecar_chosen_by_accept_encoding() {
+        let world = [
+            ("app.js", at(1000, 10)),
+            ("app.js.br", at(300, 11)),
+            ("app.js.gz", at(400, 10)),
+        ];
+        let (opened, r) = sidecar_run("gzip, br", "GET", &world);
+        assert_eq!(opened, ["app.js", "app.js.br"]);
+        let h = head_str(&r);
+        assert!(h.contains("Content-Encoding: br\r\n"), "{h}");
+        assert!(h.contains("Vary: Accept-Encoding\r\n"), "{h}");
+        assert!(h.contains("Content-Type: text/javascript"), "{h}");
+        assert!(h.contains("Content-Length: 300\r\n"), "{h}");
+        assert!(h.contains("-br\"\r\n"), "ETag names the coding: {h}");
+        assert_eq!(r.file, Some((0, 300)));
+
+        // gzip preferred by q-value; zstd missing is skipped.
+        let (opened, r) = sidecar_run("br;q=0.5, zstd;q=0.9, gzip", "GET", &world);
+        assert_eq!(opened, ["app.js", "app.js.gz"]);
+        assert!(head_str(&r).contains("Content-Encoding: gzip\r\n"));
+        assert_eq!(r.file, Some((0, 400)));
+    }
+
+    #[test]
+    fn stale_or_missing_sidecars_fall_back_to_the_file() {
+        // The .br is older than the file; no .zst; the .gz is a directory.
+        let mut dir = at(4096, 20);
+        dir.kind = FileKind::Directory;
+        let world = [
+            ("app.js", at(1000, 10)),
+            ("app.js.br", at(300, 9)),
+            ("app.js.gz", dir),
+        ];
+        let (opened, r) = sidecar_run("br, zstd, gzip", "GET", &world);
+        assert_eq!(
+            opened,
+            ["app.js", "app.js.br", "app.js.zst", "app.js.gz", "app.js"]
+        );
+        let h = head_str(&r);
+        assert!(!h.contains("Content-Encoding"), "{h}");
+        assert!(h.contains("Vary: Accept-Encoding\r\n"), "{h}");
+        assert_eq!(r.file, Some((0, 1000)));
+    }
+
+    #[test]
+    fn no_acceptable_coding_opens_once() {
+        let world = [("app.js", at(1000, 10)), ("app.js.br", at(300, 11))];
+        for accept in ["", "identity", "br;q=0", "garbage;;q=x", "deflate"] {
+            let (opened, r) = sidecar_run(accept, "GET", &world);
+            assert_eq!(opened, ["app.js"], "{accept}");
+            let h = head_str(&r);
+            assert!(!h.contains("Content-Encoding"), "{h}");
+            assert!(h.contains("Vary: Accept-Encoding\r\n"), "{h}");
+        }
+        // A missing resource: 404 at once, no sidecar looked for.
+        let (opened, r) = sidecar_run("br", "GET", &[("app.js.br", at(3, 11))]);
+        assert_eq!(opened, ["app.js"]);
+        assert_eq!(r.status, 404);
+    }
+
+    #[test]
+    fn sidecar_head_and_range_apply_to_the_encoded_bytes() {
+        let world = [("app.js", at(1000, 10)), ("app.js.br", at(300, 11))];
+        let (_, r) = sidecar_run("br", "HEAD", &world);
+        assert!(head_str(&r).contains("Content-Length: 300\r\n"));
+        assert_eq!(r.file, None);
+        let cfg = SessionConfig {
+            precompressed: vec![Encoding::Br],
+            ..SessionConfig::default()
+        };
+        let mut s = Session::new();
+        s.feed(
+            b"GET /app.js HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br\r\nRange: bytes=-100\r\n\r\n",
+        );
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        let Step::Open(o2) = s.opened(&cfg, &o, Ok(world[0].1)) else {
+            panic!()
+        };
+        assert_eq!(o2.path.as_bytes(), b"app.js.br");
+        let r = s.opened(&cfg, &o2, Ok(world[1].1)).into_response().unwrap();
+        assert_eq!(r.status, 206);
+        assert!(head_str(&r).contains("Content-Range: bytes 200-299/300\r\n"));
+        assert_eq!(r.file, Some((200, 100)));
+    }
+
+    #[test]
+    fn sidecar_conditionals_use_the_coded_etag() {
+        let world = [("app.js", at(1000, 10)), ("app.js.br", at(300, 11))];
+        let (_, r) = sidecar_run("br", "GET", &world);
+        let h = head_str(&r);
+        let tag = h
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .unwrap()
+            .to_string();
+        let cfg = SessionConfig {
+            precompressed: vec![Encoding::Br],
+            ..SessionConfig::default()
+        };
+        let ask = |accept: &str| {
+            let mut s = Session::new();
+            s.feed(
+                format!("GET /app.js HTTP/1.1\r\nHost: x\r\nAccept-Encoding: {accept}\r\nIf-None-Match: {tag}\r\n\r\n")
+                    .as_bytes(),
+            );
+            let Step::Open(mut o) = s.next(&cfg) else {
+                panic!()
+            };
+            loop {
+                let found = world
+                    .iter()
+                    .find(|(n, _)| n.as_bytes() == o.path.as_bytes())
+                    .map(|(_, m)| *m)
+                    .ok_or(OpenError::NotFound);
+                match s.opened(&cfg, &o, found) {
+                    Step::Respond(r) => return r,
+                    Step::Open(n) => o = n,
+                    _ => panic!(),
+                }
+            }
+        };
+        let r = ask("br");
+        assert_eq!(r.status, 304);
+        assert!(head_str(&r).contains("Vary: Accept-Encoding\r\n"));
+        // The identity representation has another tag: a full 200.
+        assert_eq!(ask("identity").status, 200);
+    }
+
     #[test]
     fn body_failed_answers_500_and_keeps_the_connection() {
         let cfg = SessionConfig::default();
@@ -513,7 +784,10 @@ mod tests {
         let Step::Open(o) = s.next(&cfg) else {
             panic!("open expected")
         };
-        let r = s.opened(&cfg, &o, Ok(meta(1000)));
+        let r = s
+            .opened(&cfg, &o, Ok(meta(1000)))
+            .into_response()
+            .expect("response");
         assert_eq!(r.status, 200);
         let e = s.body_failed(&cfg, 5 /* EIO */);
         assert_eq!(e.status, 500);
@@ -541,7 +815,9 @@ mod tests {
         let Step::Open(o) = s.next(&cfg) else {
             panic!("open expected")
         };
-        s.opened(&cfg, &o, Ok(meta(1000)));
+        s.opened(&cfg, &o, Ok(meta(1000)))
+            .into_response()
+            .expect("response");
         let e = s.body_failed(&cfg, 12 /* ENOMEM */);
         assert_eq!(e.status, 503);
         assert!(!e.keep_alive);
@@ -564,7 +840,10 @@ mod tests {
                 panic!()
             };
             assert_eq!(o.path.as_bytes(), name.as_bytes());
-            let r = s.opened(&cfg, &o, Ok(meta(3)));
+            let r = s
+                .opened(&cfg, &o, Ok(meta(3)))
+                .into_response()
+                .expect("response");
             assert_eq!(r.status, 200);
             assert_eq!(r.file, Some((0, 3)));
             s.sent();
@@ -603,7 +882,9 @@ mod tests {
             panic!()
         };
         assert!(!s.closes_after_response(), "HTTP/1.1 keeps the connection");
-        s.opened(&cfg, &o, Ok(meta(3)));
+        s.opened(&cfg, &o, Ok(meta(3)))
+            .into_response()
+            .expect("response");
         assert!(!s.closes_after_response());
         s.sent();
         s.feed(b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -614,7 +895,9 @@ mod tests {
             s.closes_after_response(),
             "Connection: close, before the open"
         );
-        s.opened(&cfg, &o, Ok(meta(3)));
+        s.opened(&cfg, &o, Ok(meta(3)))
+            .into_response()
+            .expect("response");
         assert!(s.closes_after_response());
         s.sent();
         assert!(s.closes_after_response());
@@ -634,7 +917,10 @@ mod tests {
         let Step::Open(o) = s.next(&cfg) else {
             panic!()
         };
-        let r = s.opened(&cfg, &o, Ok(meta(3)));
+        let r = s
+            .opened(&cfg, &o, Ok(meta(3)))
+            .into_response()
+            .expect("response");
         assert!(!r.keep_alive);
         assert!(head_str(&r).contains("Connection: close"));
         s.sent();
@@ -651,7 +937,7 @@ mod tests {
         };
         let mut m = meta(0);
         m.kind = FileKind::Directory;
-        let r = s.opened(&cfg, &o, Ok(m));
+        let r = s.opened(&cfg, &o, Ok(m)).into_response().expect("response");
         assert_eq!(r.status, 301);
         assert!(head_str(&r).contains("Location: /d/?x=1\r\n"));
         s.sent();
@@ -691,7 +977,10 @@ mod tests {
             let Step::Open(o) = s.next(&cfg) else {
                 panic!()
             };
-            let r = s.opened(&cfg, &o, Ok(meta(5)));
+            let r = s
+                .opened(&cfg, &o, Ok(meta(5)))
+                .into_response()
+                .expect("response");
             assert_eq!(r.status, want, "{hdr}");
             if want == 206 {
                 assert!(head_str(&r).contains("Content-Range: bytes 1-2/5\r\n"));
@@ -749,7 +1038,10 @@ mod tests {
                                 .as_bytes()
                                 .split(|&b| b == b'/')
                                 .any(|seg| seg == b".."));
-                            let r = s.opened(&cfg, &o, Ok(meta(rnd() % 300)));
+                            let r = s
+                                .opened(&cfg, &o, Ok(meta(rnd() % 300)))
+                                .into_response()
+                                .expect("response");
                             if let Some((off, len)) = r.file {
                                 assert!(len > 0 && off + len <= 300);
                             }

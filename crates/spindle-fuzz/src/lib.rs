@@ -9,7 +9,7 @@
 
 use spindle_core::response::FileKind;
 use spindle_core::response::{parse_range, RangeResult};
-use spindle_core::{path, FileMeta, OpenError, Session, SessionConfig, Step};
+use spindle_core::{path, Encoding, FileMeta, OpenError, Session, SessionConfig, Step};
 
 /// Most session steps one input may drive (a bound on the loop, far above
 /// what the input's bytes can ask for).
@@ -26,7 +26,8 @@ fn num(data: &[u8], at: usize, len: usize) -> u64 {
 /// The whole connection: bytes in, in pieces, and the driver's side
 /// played from the input too (what each open finds).
 ///
-/// Input: byte 0 sets the configuration (dotfiles, a small header limit),
+/// Input: byte 0 sets the configuration (dotfiles, a small header limit,
+/// a request cap, precompressed sidecars),
 /// bytes 1-2 seed the split of the stream into pieces, bytes 3-10 seed
 /// what each open finds; the rest is the byte stream from the client.
 ///
@@ -48,6 +49,11 @@ pub fn session(data: &[u8]) {
         max_header_bytes: if conf & 2 != 0 { 256 } else { 8192 },
         max_request_line: if conf & 2 != 0 { 128 } else { 8192 },
         max_requests_per_connection: if conf & 4 != 0 { 3 } else { 1000 },
+        precompressed: if conf & 8 != 0 {
+            Encoding::ALL.to_vec()
+        } else {
+            Vec::new()
+        },
         ..SessionConfig::default()
     };
     let mut s = Session::new();
@@ -65,11 +71,23 @@ pub fn session(data: &[u8]) {
                 s.feed(&rest[..n]);
                 rest = &rest[n..];
             }
-            Step::Open(req) => {
-                check_path(req.path.as_bytes(), cfg.allow_dotfiles);
-                world = xorshift(world);
-                let found = found(world);
-                let resp = s.opened(&cfg, &req, found);
+            Step::Open(mut req) => {
+                // With precompressed sidecars on, the session asks for
+                // each candidate, then the resource again: at most one
+                // open per coding plus two.
+                let mut opens = 0;
+                let (resp, found) = loop {
+                    opens += 1;
+                    assert!(opens <= Encoding::ALL.len() + 2, "open after open");
+                    check_path(req.path.as_bytes(), cfg.allow_dotfiles);
+                    world = xorshift(world);
+                    let found = found(world);
+                    match s.opened(&cfg, &req, found) {
+                        Step::Respond(resp) => break (resp, found),
+                        Step::Open(next) => req = next,
+                        other => panic!("opened() gave {other:?}"),
+                    }
+                };
                 check_response(&s, &resp, found.ok());
                 s.sent();
                 served += 1;
@@ -298,7 +316,10 @@ pub fn tls(data: &[u8]) {
             match s.next(&cfg) {
                 Step::NeedInput | Step::Close => break,
                 Step::Open(req) => {
-                    let resp = s.opened(&cfg, &req, Err(OpenError::NotFound));
+                    let resp = s
+                        .opened(&cfg, &req, Err(OpenError::NotFound))
+                        .into_response()
+                        .expect("a missing file is answered");
                     let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
                     s.sent();
                 }

@@ -184,6 +184,9 @@ pub struct Cli {
     /// Send every body from a copy in memory, never by sendfile(2) from the page cache (io-uring, posix-aio); see docs/reliability.md
     #[arg(long)]
     pub no_sendfile: bool,
+    /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
+    #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
+    pub precompressed: Vec<String>,
 }
 
 /// One more certificate in the config file, for the host names it serves
@@ -228,6 +231,7 @@ struct FileConfig {
     first_miss: Option<FirstMiss>,
     sendfile: Option<bool>,
     add_headers: Option<Vec<String>>,
+    precompressed: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,6 +278,8 @@ pub struct Config {
     pub sendfile: bool,
     /// `--add-header` fields, wire-ready (`Name: value\r\n` each).
     pub extra_headers: Vec<u8>,
+    /// Codings served from precompressed sidecars, preferred first.
+    pub precompressed: Vec<spindle_core::Encoding>,
 }
 
 /// Most `add-header` fields.
@@ -292,6 +298,28 @@ const FRAMING_FIELDS: &[&str] = &[
     "trailer",
     "content-range",
 ];
+
+/// Checks `--precompressed` names (`br`, `zstd`, `gzip`; `zst` and `gz`
+/// too), each at most once; an empty list, or `off`, turns it off.
+fn precompressed(names: &[String]) -> Result<Vec<spindle_core::Encoding>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        if n.trim().is_empty() || (n.trim() == "off" && names.len() == 1) {
+            continue;
+        }
+        let Some(e) = spindle_core::Encoding::from_name(n) else {
+            return Err(format!(
+                "precompressed: unknown coding {:?}; use br, zstd or gzip (e.g. --precompressed br,gzip)",
+                n.escape_debug().to_string()
+            ));
+        };
+        if out.contains(&e) {
+            return Err(format!("precompressed: {} named twice", e.token()));
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
 
 /// Checks `--add-header` values and renders them for the wire.
 fn extra_headers(fields: &[String]) -> Result<Vec<u8>, String> {
@@ -612,6 +640,11 @@ impl Config {
             } else {
                 &cli.add_header
             })?,
+            precompressed: precompressed(if cli.precompressed.is_empty() {
+                file.precompressed.as_deref().unwrap_or(&[])
+            } else {
+                &cli.precompressed
+            })?,
         })
     }
 
@@ -628,6 +661,7 @@ impl Config {
                 .min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
             allow_dotfiles: self.dotfiles,
             extra_headers: self.extra_headers.clone(),
+            precompressed: self.precompressed.clone(),
             ..Default::default()
         }
     }

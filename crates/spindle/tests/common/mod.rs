@@ -411,3 +411,32 @@ pub fn small_rcvbuf(s: &TcpStream) {
         )
     };
 }
+
+/// REDbot's (PyPI `redbot`) BAD notes on a URL. `None` when redbot is not
+/// installed, outside CI (`.ci/run` installs it, and there its absence
+/// fails the test).
+pub fn redbot_bad_notes(url: &str) -> Option<Vec<String>> {
+    let out = match Command::new("redbot").args(["-o", "har", url]).output() {
+        Ok(o) => o,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("redbot not run ({e}); pip install redbot");
+            return None;
+        }
+        Err(e) => panic!("redbot: {e} (CI must install it: .ci/run)"),
+    };
+    assert!(out.status.success(), "redbot failed: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The HAR's notes: {"level": "BAD", "summary": "..."}; the summary
+    // follows the level in each note object.
+    let mut bad = Vec::new();
+    let mut notes = 0;
+    for part in text.split("\"level\"").skip(1) {
+        notes += 1;
+        let level = part.split('"').nth(1).unwrap_or("");
+        if level == "BAD" {
+            bad.push(part.chars().take(300).collect());
+        }
+    }
+    assert!(notes > 3, "redbot gave no notes: {text}");
+    Some(bad)
+}

@@ -55,23 +55,7 @@ impl<M: Mover> Worker<M> {
                     }
                 }
                 Step::Open(req) => {
-                    if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
-                        // A cached file: no open, metadata fresh (see filecache).
-                        match hit {
-                            Ok(h) => self.opened_file(who, &req, h.fd, Ok(h.meta), h.body),
-                            Err(e) => self.opened_file(who, &req, None, Err(open_error(e)), None),
-                        }
-                        return;
-                    }
-                    match self.mover.open(who, &req) {
-                        Opened::Now(res) => self.opened(who, &req, res),
-                        Opened::Later => {
-                            let c = self.conn(who);
-                            c.phase = Phase::Opening;
-                            c.open = Some(req);
-                            self.read_ahead(who);
-                        }
-                    }
+                    self.open_step(who, req);
                     return;
                 }
                 Step::Respond(resp) => {
@@ -85,6 +69,28 @@ impl<M: Mover> Worker<M> {
                     self.begin_close(who, linger);
                     return;
                 }
+            }
+        }
+    }
+
+    /// Opens a path the session asked for: from the open-file cache, or by
+    /// the mover (at once, or later for posix-aio's helper thread).
+    fn open_step(&mut self, who: Ticket, req: OpenRequest) {
+        if let Some(hit) = self.files.lookup(req.path.as_bytes(), self.now) {
+            // A cached file: no open, metadata fresh (see filecache).
+            match hit {
+                Ok(h) => self.opened_file(who, &req, h.fd, Ok(h.meta), h.body),
+                Err(e) => self.opened_file(who, &req, None, Err(open_error(e)), None),
+            }
+            return;
+        }
+        match self.mover.open(who, &req) {
+            Opened::Now(res) => self.opened(who, &req, res),
+            Opened::Later => {
+                let c = self.conn(who);
+                c.phase = Phase::Opening;
+                c.open = Some(req);
+                self.read_ahead(who);
             }
         }
     }
@@ -118,7 +124,16 @@ impl<M: Mover> Worker<M> {
         body: Option<Rc<[u8]>>,
     ) {
         let cfg = self.ctx.session_cfg.clone();
-        let mut resp = self.conn(who).session.opened(&cfg, req, result);
+        let mut resp = match self.conn(who).session.opened(&cfg, req, result) {
+            Step::Respond(r) => r,
+            Step::Open(next) => {
+                // A precompressed sidecar to look for: this file is not
+                // sent (its descriptor closes here, or stays cached).
+                self.open_step(who, next);
+                return;
+            }
+            other => unreachable!("opened() gave {other:?}"),
+        };
         if let Some(b) = body {
             inline_body(&mut resp, &b);
         }

@@ -180,45 +180,7 @@ impl Worker {
                 }
                 self.arm_recv(slot);
             }
-            Step::Open(req) => {
-                // A cached file: no open, metadata fresh (see filecache).
-                if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
-                    match hit {
-                        Ok(h) => {
-                            let d = self.device(h.dev);
-                            self.conn(slot).dev = d;
-                            self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body, None)
-                        }
-                        Err(e) => self.respond_opened(
-                            slot,
-                            &req,
-                            Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
-                            None,
-                            None,
-                            None,
-                        ),
-                    }
-                    return;
-                }
-                let c = self.conn(slot);
-                c.phase = Phase::Opening;
-                let pending = Box::new(PendingOpen {
-                    req,
-                    how: types::OpenHow::new()
-                        .flags(fs::OPEN_FLAGS)
-                        .resolve(fs::RESOLVE_FLAGS),
-                });
-                let path = pending.req.path.as_ptr();
-                let how: *const types::OpenHow = &pending.how;
-                c.open = Some(pending);
-                let root = self.ctx.root.fd();
-                self.push_conn(
-                    slot,
-                    Op::Open,
-                    opcode::OpenAt2::new(types::Fd(root), path, how).build(),
-                );
-                self.arm_recv(slot);
-            }
+            Step::Open(req) => self.open_step(slot, req),
             Step::Respond(resp) => self.start_tx(slot, resp),
             Step::Close => {
                 // HTTPS closes gracefully: close_notify, then the FIN, then
@@ -401,6 +363,49 @@ impl Worker {
         self.respond_opened(slot, &pending.req, result, file, None, fresh);
     }
 
+    /// Opens a path the session asked for: from the open-file cache, or
+    /// by an asynchronous `OPENAT2`.
+    fn open_step(&mut self, slot: u32, req: OpenRequest) {
+        let now = self.now;
+        // A cached file: no open, metadata fresh (see filecache).
+        if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
+            match hit {
+                Ok(h) => {
+                    let d = self.device(h.dev);
+                    self.conn(slot).dev = d;
+                    self.respond_opened(slot, &req, Ok(h.meta), h.fd, h.body, None)
+                }
+                Err(e) => self.respond_opened(
+                    slot,
+                    &req,
+                    Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
+                    None,
+                    None,
+                    None,
+                ),
+            }
+            return;
+        }
+        let c = self.conn(slot);
+        c.phase = Phase::Opening;
+        let pending = Box::new(PendingOpen {
+            req,
+            how: types::OpenHow::new()
+                .flags(fs::OPEN_FLAGS)
+                .resolve(fs::RESOLVE_FLAGS),
+        });
+        let path = pending.req.path.as_ptr();
+        let how: *const types::OpenHow = &pending.how;
+        c.open = Some(pending);
+        let root = self.ctx.root.fd();
+        self.push_conn(
+            slot,
+            Op::Open,
+            opcode::OpenAt2::new(types::Fd(root), path, how).build(),
+        );
+        self.arm_recv(slot);
+    }
+
     /// The session's answer to an open, sent. `body`: a small file's bytes
     /// from the open-file cache, which go in the head; otherwise the
     /// connection keeps the descriptor for the body. `fresh`: the file was
@@ -417,7 +422,16 @@ impl Worker {
         fresh: Option<(spindle_core::FileMeta, u64)>,
     ) {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let mut resp = c.session.opened(&self.ctx.session_cfg, req, result);
+        let mut resp = match c.session.opened(&self.ctx.session_cfg, req, result) {
+            Step::Respond(r) => r,
+            Step::Open(next) => {
+                // A precompressed sidecar to look for: this file is not
+                // sent (its descriptor closes here, or stays cached).
+                self.open_step(slot, next);
+                return;
+            }
+            other => unreachable!("opened() gave {other:?}"),
+        };
         let mut first_use = false;
         if let (Some((meta, dev)), Some(fd)) = (fresh, &file) {
             let d = self.device(dev);
