@@ -22,3 +22,12 @@ pub const MAX_DISCARD_BODY: u64 = 64 * 1024;
 /// Maximum number of requests served on one connection before the server
 /// closes it (as nginx's `keepalive_requests`).
 pub const DEFAULT_MAX_REQUESTS_PER_CONNECTION: u64 = 10_000;
+
+/// Most range specs in one `Range` header that are looked at; a longer
+/// list is ignored (the whole file, 200), so that `bytes=0-,0-,...`
+/// (CVE-2011-3192) costs one scan of the header and nothing more.
+pub const MAX_RANGE_SPECS: usize = 64;
+
+/// Most parts of a `multipart/byteranges` response, after overlapping and
+/// adjacent ranges are merged; more is answered with the whole file.
+pub const MAX_RANGES: usize = 16;

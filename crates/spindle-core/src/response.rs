@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use crate::date;
 use crate::encoding::Encoding;
+use crate::limits;
 use crate::request::{parse_u64, trim, Method, Request};
 
 /// What a driver learned from `fstat` of an opened path.
@@ -64,9 +65,50 @@ pub struct Response {
     pub version: Option<Version>,
     /// Whether the connection stays open after this response.
     pub keep_alive: bool,
-    /// Body bytes this response carries (in `head` or from the file), for
-    /// the access log.
+    /// Body bytes this response carries (in `head`, from the file, and in
+    /// `parts`), for the access log.
     pub body_len: u64,
+    /// What follows `head` and `file`, in order: the further parts of a
+    /// `multipart/byteranges` body (empty for every other response). The
+    /// driver sends each part's bytes, then its range of the same file;
+    /// see [`Response::take_next_part`].
+    pub parts: Vec<Part>,
+    /// A continuation made by [`Response::take_next_part`]: bytes of the
+    /// response went out before it, so a failure now must drop the
+    /// connection, never answer in the response's place.
+    pub continued: bool,
+}
+
+/// One more piece of a response body: bytes from memory, then a range of
+/// the response's file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub prefix: Vec<u8>,
+    pub file: Option<(u64, u64)>,
+}
+
+impl Response {
+    /// Once `head` and `file` are sent: the rest of the body as a response
+    /// of its own (the next part's bytes as its `head`, its range as its
+    /// `file`, the parts after it), or `None` when the body is complete.
+    /// The driver sends it on the same connection and file, and logs and
+    /// reports the response once, at the end of the last part.
+    pub fn take_next_part(&mut self) -> Option<Response> {
+        if self.parts.is_empty() {
+            return None;
+        }
+        let p = self.parts.remove(0);
+        Some(Response {
+            status: self.status,
+            head: p.prefix,
+            file: p.file,
+            version: if p.file.is_some() { self.version } else { None },
+            keep_alive: self.keep_alive,
+            body_len: self.body_len,
+            parts: std::mem::take(&mut self.parts),
+            continued: true,
+        })
+    }
 }
 
 /// Per-response context that does not come from the request itself.
@@ -79,6 +121,8 @@ pub(crate) struct Ctx<'a> {
     /// Send `Connection: keep-alive` (HTTP/1.0 clients need it).
     pub announce_keep_alive: bool,
     pub head_only: bool,
+    /// Mixed into multipart boundaries (`SessionConfig::boundary_seed`).
+    pub seed: u64,
 }
 
 struct Head {
@@ -212,6 +256,8 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
         version: None,
         keep_alive: ctx.keep_alive,
         body_len: if ctx.head_only { 0 } else { body.len() as u64 },
+        parts: Vec::new(),
+        continued: false,
     }
 }
 
@@ -294,6 +340,8 @@ pub(crate) fn for_file(
             version: None,
             keep_alive: ctx.keep_alive,
             body_len: 0,
+            parts: Vec::new(),
+            continued: false,
         };
     }
 
@@ -313,6 +361,12 @@ pub(crate) fn for_file(
     let (status, offset, len) = match range {
         RangeResult::Full => (200, 0, meta.size),
         RangeResult::Partial(start, len) => (206, start, len),
+        // Parts of an encoded representation would each need it named:
+        // the whole of it instead (rare; a client can ask again for one).
+        RangeResult::Multi(_) if rep.encoding.is_some() => (200, 0, meta.size),
+        RangeResult::Multi(ranges) => {
+            return multipart(meta, &ranges, &ctype, &tag, &last_modified, rep, ctx)
+        }
         RangeResult::Unsatisfiable => {
             let cr = format!("bytes */{}", meta.size);
             return error(416, ctx, &[("Content-Range", &cr)]);
@@ -342,7 +396,101 @@ pub(crate) fn for_file(
         version: send_body.then(|| meta.version()),
         keep_alive: ctx.keep_alive,
         body_len: if send_body { len } else { 0 },
+        parts: Vec::new(),
+        continued: false,
     }
+}
+
+/// A `multipart/byteranges` 206 (RFC 9110 §14.6): the head carries the
+/// first part's header, and each later part (and the closing delimiter)
+/// is a [`Part`] of the response.
+fn multipart(
+    meta: &FileMeta,
+    ranges: &[(u64, u64)],
+    ctype: &str,
+    tag: &str,
+    last_modified: &str,
+    rep: Representation,
+    ctx: &Ctx,
+) -> Response {
+    debug_assert!(ranges.len() >= 2);
+    let boundary = boundary(ctx.seed, meta, ranges);
+    let part_head = |first: bool, off: u64, len: u64| {
+        let mut p = Vec::with_capacity(128);
+        if !first {
+            p.extend_from_slice(b"\r\n");
+        }
+        p.extend_from_slice(b"--");
+        p.extend_from_slice(boundary.as_bytes());
+        p.extend_from_slice(b"\r\nContent-Type: ");
+        p.extend_from_slice(ctype.as_bytes());
+        p.extend_from_slice(b"\r\nContent-Range: bytes ");
+        push_u64(&mut p, off);
+        p.push(b'-');
+        push_u64(&mut p, off + len - 1);
+        p.push(b'/');
+        push_u64(&mut p, meta.size);
+        p.extend_from_slice(b"\r\n\r\n");
+        p
+    };
+    let mut parts: Vec<Part> = ranges[1..]
+        .iter()
+        .map(|&(off, len)| Part {
+            prefix: part_head(false, off, len),
+            file: Some((off, len)),
+        })
+        .collect();
+    parts.push(Part {
+        prefix: format!("\r\n--{boundary}--\r\n").into_bytes(),
+        file: None,
+    });
+    let first = part_head(true, ranges[0].0, ranges[0].1);
+    let body_len = first.len() as u64
+        + parts.iter().map(|p| p.prefix.len() as u64).sum::<u64>()
+        + ranges.iter().map(|r| r.1).sum::<u64>();
+    let mut h = Head::new(206, ctx);
+    h.header(
+        "Content-Type",
+        &format!("multipart/byteranges; boundary={boundary}"),
+    )
+    .header_u64("Content-Length", body_len)
+    .header("Last-Modified", last_modified)
+    .header("ETag", tag)
+    .header("Accept-Ranges", "bytes");
+    if rep.vary {
+        h.header("Vary", "Accept-Encoding");
+    }
+    let mut head = h.finish(ctx);
+    head.extend_from_slice(&first);
+    Response {
+        status: 206,
+        head,
+        file: Some(ranges[0]),
+        version: Some(meta.version()),
+        keep_alive: ctx.keep_alive,
+        body_len,
+        parts,
+        continued: false,
+    }
+}
+
+/// A multipart boundary: `sp` and 16 hex digits, different for every
+/// response of a process (a counter mixed with the server's random seed,
+/// the file and the ranges), so that a file's bytes cannot be written to
+/// contain the boundary ahead of time.
+fn boundary(seed: u64, meta: &FileMeta, ranges: &[(u64, u64)]) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut x = (n ^ seed ^ meta.ino.rotate_left(17) ^ (u64::from(meta.mtime_nsec) << 32))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for &(o, l) in ranges {
+        x = (x ^ o ^ l.rotate_left(29)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+    }
+    let mut b = String::with_capacity(24);
+    b.push_str("sp");
+    push_hex(&mut b, x | 1 << 63);
+    b
 }
 
 /// `Content-Type` from the extension; text types carry `charset=utf-8`.
@@ -401,57 +549,97 @@ pub fn content_type(rel_path: &[u8]) -> Cow<'static, str> {
 }
 
 /// The outcome of a `Range` header against a file of a given size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RangeResult {
     /// No usable range: send the whole file (200). Also used for syntax
-    /// that is not understood and for multiple ranges.
+    /// that is not understood, and for more ranges than the limits allow.
     Full,
     /// `(offset, length)`: 206.
     Partial(u64, u64),
+    /// Two or more disjoint, non-adjacent `(offset, length)` ranges in
+    /// ascending order: a `multipart/byteranges` 206.
+    Multi(Vec<(u64, u64)>),
     /// 416.
     Unsatisfiable,
 }
 
-/// Parses a single byte range (`bytes=a-b`, `a-`, `-n`), RFC 9110 §14.1.
-pub fn parse_range(value: &[u8], size: u64) -> RangeResult {
-    let v = trim(value);
-    if v.len() < 6 || !v[..6].eq_ignore_ascii_case(b"bytes=") {
-        return RangeResult::Full;
-    }
-    let spec = trim(&v[6..]);
-    if spec.contains(&b',') {
-        return RangeResult::Full;
-    }
-    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
-        return RangeResult::Full;
-    };
+/// One range spec: `Some(None)` when valid but unsatisfiable, `None` when
+/// not understood.
+fn range_spec(spec: &[u8], size: u64) -> Option<Option<(u64, u64)>> {
+    let dash = spec.iter().position(|&b| b == b'-')?;
     let (first, last) = (trim(&spec[..dash]), trim(&spec[dash + 1..]));
     if first.is_empty() {
-        let Some(n) = parse_u64(last) else {
-            return RangeResult::Full;
-        };
+        let n = parse_u64(last)?;
         if n == 0 || size == 0 {
-            return RangeResult::Unsatisfiable;
+            return Some(None);
         }
         let n = n.min(size);
-        return RangeResult::Partial(size - n, n);
+        return Some(Some((size - n, n)));
     }
-    let Some(a) = parse_u64(first) else {
-        return RangeResult::Full;
-    };
+    let a = parse_u64(first)?;
     let b = if last.is_empty() {
         None
     } else {
         match parse_u64(last) {
             Some(b) if b >= a => Some(b),
-            _ => return RangeResult::Full,
+            _ => return None,
         }
     };
     if a >= size {
-        return RangeResult::Unsatisfiable;
+        return Some(None);
     }
     let end = b.map_or(size - 1, |b| b.min(size - 1));
-    RangeResult::Partial(a, end - a + 1)
+    Some(Some((a, end - a + 1)))
+}
+
+/// Parses a `Range` header (`bytes=a-b`, `a-`, `-n`, comma-separated),
+/// RFC 9110 §14.1.2 and §14.2. Ranges that overlap or touch are merged
+/// (§15.3.7.2 allows it), so a request cannot make the body longer than
+/// the file; more than [`limits::MAX_RANGE_SPECS`] specs, or more than
+/// [`limits::MAX_RANGES`] ranges after merging, gets the whole file.
+pub fn parse_range(value: &[u8], size: u64) -> RangeResult {
+    let v = trim(value);
+    if v.len() < 6 || !v[..6].eq_ignore_ascii_case(b"bytes=") {
+        return RangeResult::Full;
+    }
+    let list = &v[6..];
+    if list.iter().filter(|&&b| b == b',').count() >= limits::MAX_RANGE_SPECS {
+        return RangeResult::Full;
+    }
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut specs = 0;
+    for spec in list.split(|&b| b == b',').map(trim) {
+        if spec.is_empty() {
+            // The list syntax allows empty elements.
+            continue;
+        }
+        specs += 1;
+        match range_spec(spec, size) {
+            None => return RangeResult::Full,
+            Some(None) => {}
+            Some(Some(r)) => ranges.push(r),
+        }
+    }
+    if specs == 0 {
+        return RangeResult::Full;
+    }
+    if ranges.len() > 1 {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+        for (off, len) in ranges {
+            match merged.last_mut() {
+                Some((o, l)) if off <= *o + *l => *l = (*l).max(off + len - *o),
+                _ => merged.push((off, len)),
+            }
+        }
+        ranges = merged;
+    }
+    match ranges.len() {
+        0 => RangeResult::Unsatisfiable,
+        1 => RangeResult::Partial(ranges[0].0, ranges[0].1),
+        n if n > limits::MAX_RANGES => RangeResult::Full,
+        _ => RangeResult::Multi(ranges),
+    }
 }
 
 /// One entity tag from a list: `(weak, opaque)`, or `None` for `*`.
@@ -524,7 +712,40 @@ mod tests {
         assert_eq!(parse_range(b"bytes=-0", 10), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=0-", 0), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=3-2", 10), Full);
-        assert_eq!(parse_range(b"bytes=0-1,3-4", 10), Full);
+        assert_eq!(
+            parse_range(b"bytes=0-1,3-4", 10),
+            Multi(vec![(0, 2), (3, 2)])
+        );
+        // Overlapping and adjacent ranges merge, in ascending order.
+        assert_eq!(
+            parse_range(b"bytes=5-6, 0-1, 2-3", 10),
+            Multi(vec![(0, 4), (5, 2)])
+        );
+        assert_eq!(parse_range(b"bytes=0-,0-,0-", 10), Partial(0, 10));
+        assert_eq!(parse_range(b"bytes=-2,0-4,3-", 10), Partial(0, 10));
+        // Unsatisfiable specs are dropped; all of them: 416. Empty elements
+        // are allowed; one bad spec voids the header.
+        assert_eq!(parse_range(b"bytes=20-30, 1-1", 10), Partial(1, 1));
+        assert_eq!(parse_range(b"bytes=20-30, 40-", 10), Unsatisfiable);
+        assert_eq!(
+            parse_range(b"bytes=, 1-1 ,,3-3,", 10),
+            Multi(vec![(1, 1), (3, 1)])
+        );
+        assert_eq!(parse_range(b"bytes=1-1, x", 10), Full);
+        assert_eq!(parse_range(b"bytes=,", 10), Full);
+        // The caps: too many specs, or too many ranges once merged.
+        let many = |n: usize| {
+            let specs: Vec<String> = (0..n).map(|i| format!("{}-{}", 2 * i, 2 * i)).collect();
+            format!("bytes={}", specs.join(","))
+        };
+        assert!(
+            matches!(parse_range(many(limits::MAX_RANGES).as_bytes(), 1000), Multi(r) if r.len() == limits::MAX_RANGES)
+        );
+        assert_eq!(
+            parse_range(many(limits::MAX_RANGES + 1).as_bytes(), 1000),
+            Full
+        );
+        assert_eq!(parse_range("bytes=0-,".repeat(1000).as_bytes(), 1000), Full);
         assert_eq!(parse_range(b"items=0-1", 10), Full);
         assert_eq!(parse_range(b"bytes=x-1", 10), Full);
         assert_eq!(parse_range(b"bytes=99999999999999999999-", 10), Full);

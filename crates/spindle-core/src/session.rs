@@ -40,6 +40,9 @@ pub struct SessionConfig {
     /// Codings served from precompressed sidecars (`file.br`, `file.zst`,
     /// `file.gz`), in the server's order of preference; empty: off.
     pub precompressed: Vec<Encoding>,
+    /// A random number the driver picks at start, mixed into multipart
+    /// boundaries (the core has no source of randomness of its own).
+    pub boundary_seed: u64,
 }
 
 impl Default for SessionConfig {
@@ -52,6 +55,7 @@ impl Default for SessionConfig {
             allow_dotfiles: false,
             extra_headers: Vec::new(),
             precompressed: Vec::new(),
+            boundary_seed: 0,
         }
     }
 }
@@ -533,6 +537,7 @@ impl Session {
             keep_alive,
             announce_keep_alive: announce && keep_alive,
             head_only,
+            seed: cfg.boundary_seed,
         }
     }
 

@@ -174,12 +174,26 @@ pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<F
     };
     assert_eq!(h.version, Some(1));
     assert_eq!(h.code, Some(resp.status), "status line against status");
-    let in_memory = (resp.head.len() - len) as u64;
-    let from_file = resp.file.map_or(0, |(_, n)| n);
+    // A multipart body's later parts count as body bytes too.
+    let in_memory = (resp.head.len() - len) as u64
+        + resp
+            .parts
+            .iter()
+            .map(|p| p.prefix.len() as u64)
+            .sum::<u64>();
+    let from_file = resp.file.map_or(0, |(_, n)| n)
+        + resp
+            .parts
+            .iter()
+            .map(|p| p.file.map_or(0, |(_, n)| n))
+            .sum::<u64>();
     assert!(
-        in_memory == 0 || from_file == 0,
+        in_memory == 0 || from_file == 0 || !resp.parts.is_empty(),
         "a body both in memory and from the file"
     );
+    if !resp.parts.is_empty() {
+        check_multipart(&h, resp, meta);
+    }
     assert_eq!(resp.body_len, in_memory + from_file, "logged body length");
     let head_request = s.log_info().method == "HEAD";
     if let Some((off, n)) = resp.file {
@@ -211,7 +225,7 @@ pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<F
             "Content-Length against the body"
         );
     }
-    if resp.status == 206 && !head_request {
+    if resp.status == 206 && !head_request && resp.parts.is_empty() {
         let (off, n) = resp.file.expect("206 without a file range");
         let meta = meta.expect("206 without a file");
         let want = format!("bytes {}-{}/{}", off, off + n - 1, meta.size);
@@ -226,6 +240,47 @@ pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<F
     }
 }
 
+/// A `multipart/byteranges` response: ascending, disjoint, non-adjacent
+/// ranges inside the file, each part naming its range under the boundary
+/// the head announces, and the closing delimiter last.
+fn check_multipart(h: &httparse::Response, resp: &spindle_core::Response, meta: Option<FileMeta>) {
+    let meta = meta.expect("multipart without a file");
+    assert_eq!(resp.status, 206);
+    let ct = header(h, "Content-Type").expect("multipart without a type");
+    let ct = std::str::from_utf8(ct).expect("ascii type");
+    let boundary = ct
+        .strip_prefix("multipart/byteranges; boundary=")
+        .expect("multipart type");
+    let mut ranges = vec![resp.file.expect("first part")];
+    ranges.extend(resp.parts.iter().filter_map(|p| p.file));
+    assert!(ranges.len() >= 2 && ranges.len() <= spindle_core::limits::MAX_RANGES);
+    for w in ranges.windows(2) {
+        assert!(
+            w[0].0 + w[0].1 < w[1].0,
+            "ranges not merged or not in order: {ranges:?}"
+        );
+    }
+    let last = resp.parts.last().expect("parts");
+    assert_eq!(last.file, None, "the closing delimiter is last");
+    assert_eq!(last.prefix, format!("\r\n--{boundary}--\r\n").as_bytes());
+    let heads = std::iter::once(&resp.head[..])
+        .chain(resp.parts.iter().map(|p| &p.prefix[..]))
+        .zip(&ranges);
+    for (bytes, &(off, n)) in heads {
+        assert!(n > 0 && off + n <= meta.size, "part outside the file");
+        let text = String::from_utf8_lossy(bytes);
+        let delim = format!("--{boundary}\r\nContent-Type: ");
+        assert!(text.contains(&delim), "part without the boundary");
+        let cr = format!(
+            "Content-Range: bytes {}-{}/{}\r\n\r\n",
+            off,
+            off + n - 1,
+            meta.size
+        );
+        assert!(text.ends_with(&cr), "part head {text:?} against {cr:?}");
+    }
+}
+
 /// A `Range` header against a file size. Input: 8 bytes of size, then the
 /// header value. Invariants: a partial range is non-empty and inside the
 /// file; an unsatisfiable one only when the file has no such byte.
@@ -236,6 +291,15 @@ pub fn range(data: &[u8]) {
         RangeResult::Full => {}
         RangeResult::Partial(off, n) => {
             assert!(n > 0 && off.checked_add(n).is_some_and(|e| e <= size));
+        }
+        RangeResult::Multi(r) => {
+            assert!(r.len() >= 2 && r.len() <= spindle_core::limits::MAX_RANGES);
+            for &(off, n) in &r {
+                assert!(n > 0 && off.checked_add(n).is_some_and(|e| e <= size));
+            }
+            for w in r.windows(2) {
+                assert!(w[0].0 + w[0].1 < w[1].0, "not merged: {r:?}");
+            }
         }
         RangeResult::Unsatisfiable => {}
     }

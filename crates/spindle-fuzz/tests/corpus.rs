@@ -64,6 +64,8 @@ fn the_response_check_catches_a_short_body() {
         version: None,
         keep_alive: true,
         body_len: 3,
+        parts: Vec::new(),
+        continued: false,
     };
     spindle_fuzz::check_response(&spindle_core::Session::new(), &resp, None);
 }

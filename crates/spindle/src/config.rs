@@ -662,6 +662,10 @@ impl Config {
             allow_dotfiles: self.dotfiles,
             extra_headers: self.extra_headers.clone(),
             precompressed: self.precompressed.clone(),
+            boundary_seed: std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                std::process::id(),
+            ),
             ..Default::default()
         }
     }

@@ -118,12 +118,26 @@ pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
     let Some((off, len)) = resp.file else {
         return false;
     };
-    let (off, len) = (off as usize, len as usize);
-    let Some(bytes) = body.get(off..off.saturating_add(len)) else {
+    let range =
+        |off: u64, len: u64| body.get(off as usize..(off as usize).saturating_add(len as usize));
+    let fits = range(off, len).is_some()
+        && resp
+            .parts
+            .iter()
+            .all(|p| p.file.is_none_or(|(o, n)| range(o, n).is_some()));
+    if !fits {
         debug_assert!(false, "range beyond the cached body");
         return false;
-    };
-    resp.head.extend_from_slice(bytes);
+    }
+    resp.head
+        .extend_from_slice(range(off, len).expect("checked"));
+    // A multipart body: every part's bytes and range, in order.
+    for p in std::mem::take(&mut resp.parts) {
+        resp.head.extend_from_slice(&p.prefix);
+        if let Some((o, n)) = p.file {
+            resp.head.extend_from_slice(range(o, n).expect("checked"));
+        }
+    }
     resp.file = None;
     resp.version = None;
     true

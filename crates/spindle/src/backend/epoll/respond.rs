@@ -214,7 +214,7 @@ impl<M: Mover> Worker<M> {
             .as_mut()
             .expect("live connection");
         let tx = c.tx.as_ref().expect("response in progress");
-        let answered = tx.progress() == 0;
+        let answered = tx.progress() == 0 && !tx.resp.continued;
         match errno {
             Some(e) => read_failed(e, answered),
             None => changed(),
@@ -236,7 +236,14 @@ impl<M: Mover> Worker<M> {
             .as_mut()
             .expect("live connection");
         self.mover.release(&mut c.st);
-        let tx = c.tx.take().expect("tx");
+        let mut tx = c.tx.take().expect("tx");
+        if let Some(next) = tx.resp.take_next_part() {
+            // A multipart body goes on with its next part, from the same
+            // file.
+            let file = tx.file.take();
+            self.start_tx(who, next, file);
+            return;
+        }
         if self.ctx.log.enabled() {
             let line = accesslog::format_line(
                 &net::peer_string(c.fd.as_raw_fd()),

@@ -457,7 +457,9 @@ impl Worker {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         if !body.is_some_and(|b| inline_body(&mut resp, &b)) && resp.file.is_some() {
             c.file = file;
-            c.first_use = first_use;
+            // Not O_DIRECT for a multipart body: the flag would outlive
+            // the part that set it, under the next part's sendfile.
+            c.first_use = first_use && resp.parts.is_empty();
         }
         self.start_tx(slot, resp);
     }

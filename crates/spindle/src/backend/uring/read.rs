@@ -271,7 +271,8 @@ impl Worker {
     pub(super) fn body_read_failed(&mut self, slot: u32, errno: i32) {
         let c = self.conns[slot as usize].as_ref().expect("live slot");
         let tx = c.tx.as_ref().expect("response in progress");
-        let answered = tx.head_sent == 0 && tx.body_sent == 0 && !tx.head_in_buf;
+        let answered =
+            tx.head_sent == 0 && tx.body_sent == 0 && !tx.head_in_buf && !tx.resp.continued;
         read_failed(errno, answered);
         if !answered {
             self.abort(slot);
@@ -286,7 +287,7 @@ impl Worker {
     pub(super) fn answer_instead(&mut self, slot: u32, errno: i32) {
         let c = self.conns[slot as usize].as_ref().expect("live slot");
         let tx = c.tx.as_ref().expect("response in progress");
-        debug_assert!(tx.head_sent == 0 && tx.body_sent == 0);
+        debug_assert!(tx.head_sent == 0 && tx.body_sent == 0 && !tx.resp.continued);
         debug_assert!(tx.ahead.is_none(), "read-ahead before anything was sent");
         self.release_tx(slot);
         let cfg = self.ctx.session_cfg.clone();

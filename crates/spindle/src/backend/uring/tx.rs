@@ -419,7 +419,7 @@ impl Worker {
             return true;
         }
         changed();
-        if tx.head_sent == 0 && tx.body_sent == 0 {
+        if tx.head_sent == 0 && tx.body_sent == 0 && !tx.resp.continued {
             self.answer_instead(slot, libc::EAGAIN);
         } else {
             self.abort(slot);
@@ -484,7 +484,13 @@ impl Worker {
     pub(super) fn finish_tx(&mut self, slot: u32) {
         self.release_tx(slot);
         let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let tx = c.tx.take().expect("tx");
+        let mut tx = c.tx.take().expect("tx");
+        if let Some(next) = tx.resp.take_next_part() {
+            // A multipart body goes on with its next part, from the same
+            // file (the connection keeps it).
+            self.start_tx(slot, next);
+            return;
+        }
         c.file = None;
         if self.ctx.log.enabled() {
             let line = accesslog::format_line(
