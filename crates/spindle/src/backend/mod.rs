@@ -18,7 +18,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use spindle_core::SessionConfig;
+use spindle_core::{Session, SessionConfig};
 
 use crate::accesslog::AccessLog;
 use crate::config::{BackendKind, Config};
@@ -129,6 +129,32 @@ pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
     true
 }
 
+/// Whether a connection accepted on a PROXY listener comes from a
+/// trusted proxy (`--proxy-from`); one `getpeername`. Others are closed
+/// at once, unanswered; the first refusal is said on stderr, so a wrong
+/// `--proxy-from` shows, and a flood of strangers does not fill the log.
+pub fn trusted_proxy(cfg: &Config, fd: RawFd) -> bool {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let peer = crate::net::peer_addr(fd);
+    let trusted = peer.is_some_and(|a| cfg.proxy_from.iter().any(|c| c.contains(a.ip())));
+    if !trusted && !SAID.swap(true, Ordering::Relaxed) {
+        crate::say!(
+            "spindle: refused a connection from {} on a PROXY listener: not in proxy-from (said once)",
+            peer.map_or_else(|| "-".to_string(), |a| a.ip().to_string())
+        );
+    }
+    trusted
+}
+
+/// The client's address for the access log: the one the PROXY header
+/// named, or else the connection's peer.
+pub fn client_string(session: &Session, fd: RawFd) -> String {
+    match session.client() {
+        Some(a) => a.ip().to_string(),
+        None => crate::net::peer_string(fd),
+    }
+}
+
 /// Makes an eventfd readable (adds 1 to its counter).
 pub fn signal_eventfd(fd: RawFd) {
     let one: u64 = 1;
@@ -140,8 +166,13 @@ pub fn signal_eventfd(fd: RawFd) {
 pub struct WorkerContext {
     pub id: usize,
     /// This worker's listening sockets (blocking mode; a backend may
-    /// change that): plain HTTP first, then from `tls_from` on, HTTPS.
+    /// change that): plain HTTP first, then those in `proxied`, then from
+    /// `tls_from` on, HTTPS.
     pub listeners: Vec<OwnedFd>,
+    /// Listeners behind a load balancer (`--proxy-listen`): a connection
+    /// is kept only if [`trusted_proxy`] and gets a session that wants a
+    /// PROXY header first ([`Session::behind_proxy`]).
+    pub proxied: std::ops::Range<usize>,
     pub tls_from: usize,
     /// The TLS configuration of the HTTPS listeners (`tls.rs`), replaced
     /// on SIGHUP.
