@@ -143,7 +143,7 @@ pub struct Session {
     /// Or the request line of the last rejected request.
     last_reject: Option<(String, Vec<u8>)>,
     last_status: u16,
-    /// The client a PROXY header named (None: the peer is the client).
+    /// Behind a proxy: the client its header named, or the proxy.
     client: Option<SocketAddr>,
 }
 
@@ -170,21 +170,24 @@ impl Session {
         }
     }
 
-    /// A session on a listener behind a load balancer: the input must
-    /// open with a PROXY protocol header (v1 or v2), whose client address
-    /// is then [`Session::client`]. Without a valid one, within
+    /// A session on a listener behind a load balancer, whose connection
+    /// comes from `peer` (the proxy): the input must open with a PROXY
+    /// protocol header (v1 or v2), and the client it names, or `peer` for
+    /// a header that names none (v2 `LOCAL`, v1 `UNKNOWN`), is then
+    /// [`Session::client`]. Without a valid header, within
     /// [`proxy::MAX_LEN`] bytes, [`Session::next`] says [`Step::Close`],
     /// and nothing is answered (as nginx's `proxy_protocol` listeners).
-    pub fn behind_proxy() -> Session {
+    pub fn behind_proxy(peer: SocketAddr) -> Session {
         Session {
             state: State::AwaitProxy,
+            client: Some(peer),
             ..Session::new()
         }
     }
 
-    /// The client's address from the PROXY header, when one named it. The
-    /// driver uses the connection's peer otherwise (a plain listener, or
-    /// a header that keeps the peer: v2 `LOCAL`, v1 `UNKNOWN`).
+    /// The client's address on a session [`Session::behind_proxy`]: the
+    /// one its header named, or else the proxy's. None on other sessions,
+    /// whose driver asks the socket for its peer.
     pub fn client(&self) -> Option<SocketAddr> {
         self.client
     }
@@ -293,7 +296,9 @@ impl Session {
                     return Step::Close;
                 }
                 proxy::Parsed::Done { client, len } => {
-                    self.client = client;
+                    if client.is_some() {
+                        self.client = client;
+                    }
                     self.buf.drain(..len);
                     self.state = State::Reading;
                 }
@@ -553,6 +558,11 @@ mod tests {
         }
     }
 
+    /// The proxy's own address, in the PROXY tests.
+    fn peer() -> SocketAddr {
+        "10.0.0.2:41000".parse().unwrap()
+    }
+
     fn head_str(r: &Response) -> String {
         String::from_utf8_lossy(&r.head).into_owned()
     }
@@ -609,14 +619,14 @@ mod tests {
     #[test]
     fn proxy_header_comes_off_before_the_first_request() {
         let cfg = SessionConfig::default();
-        let mut s = Session::behind_proxy();
+        let mut s = Session::behind_proxy(peer());
         assert!(s.mid_request(), "the header is under the header timeout");
         assert!(s.wants_input(&cfg));
         assert!(!s.closes_after_response());
         assert!(matches!(s.next(&cfg), Step::NeedInput));
         s.feed(b"PROXY TCP4 192.0.2.7 10.0.0.1 5");
         assert!(matches!(s.next(&cfg), Step::NeedInput));
-        assert_eq!(s.client(), None);
+        assert_eq!(s.client(), Some(peer()));
         // The header's end and the first request in one piece.
         s.feed(b"6324 443\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\n");
         let Step::Open(o) = s.next(&cfg) else {
@@ -639,13 +649,14 @@ mod tests {
     #[test]
     fn proxy_local_keeps_the_peer() {
         let cfg = SessionConfig::default();
-        let mut s = Session::behind_proxy();
+        let mut s = Session::behind_proxy(peer());
         let mut h = crate::proxy::V2_SIGNATURE.to_vec();
         h.extend_from_slice(&[0x20, 0x00, 0, 0]);
         h.extend_from_slice(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
         s.feed(&h);
         assert!(matches!(s.next(&cfg), Step::Open(_)));
-        assert_eq!(s.client(), None);
+        assert_eq!(s.client(), Some(peer()));
+        assert_eq!(Session::new().client(), None);
     }
 
     #[test]
@@ -656,12 +667,11 @@ mod tests {
             b"PROXY TCP4 nonsense\r\n",
             b"\r\n\r\n\0\r\nQUIT\n\x21\x11\xff\xff",
         ] {
-            let mut s = Session::behind_proxy();
+            let mut s = Session::behind_proxy(peer());
             s.feed(input);
             assert!(matches!(s.next(&cfg), Step::Close));
             assert!(!s.linger_advised());
             assert!(!s.wants_input(&cfg));
-            assert_eq!(s.client(), None);
         }
         // A plain session takes a PROXY line for a bad request.
         let mut s = Session::new();
@@ -855,7 +865,7 @@ mod tests {
             }
             let mut s = if round % 5 == 0 {
                 input.splice(0..0, b"PROXY TCP6 ::1 ::2 1 2\r\n".iter().copied());
-                Session::behind_proxy()
+                Session::behind_proxy(peer())
             } else {
                 Session::new()
             };

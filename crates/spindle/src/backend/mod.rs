@@ -129,25 +129,32 @@ pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
     true
 }
 
-/// Whether a connection accepted on a PROXY listener comes from a
-/// trusted proxy (`--proxy-from`); one `getpeername`. Others are closed
-/// at once, unanswered; the first refusal is said on stderr, so a wrong
+/// A connection accepted on a PROXY listener: its session, when its peer
+/// is a trusted proxy (`--proxy-from`; one `getpeername`, whose answer
+/// the session keeps, so the log needs no second one, which would fail
+/// once the proxy has gone). Others are to be closed at once,
+/// unanswered; the first refusal is said on stderr, so a wrong
 /// `--proxy-from` shows, and a flood of strangers does not fill the log.
-pub fn trusted_proxy(cfg: &Config, fd: RawFd) -> bool {
+pub fn proxied_session(cfg: &Config, fd: RawFd) -> Option<Session> {
     static SAID: AtomicBool = AtomicBool::new(false);
     let peer = crate::net::peer_addr(fd);
-    let trusted = peer.is_some_and(|a| cfg.proxy_from.iter().any(|c| c.contains(a.ip())));
-    if !trusted && !SAID.swap(true, Ordering::Relaxed) {
+    match peer {
+        Some(p) if cfg.proxy_from.iter().any(|c| c.contains(p.ip())) => {
+            return Some(Session::behind_proxy(p))
+        }
+        _ => {}
+    }
+    if !SAID.swap(true, Ordering::Relaxed) {
         crate::say!(
             "spindle: refused a connection from {} on a PROXY listener: not in proxy-from (said once)",
             peer.map_or_else(|| "-".to_string(), |a| a.ip().to_string())
         );
     }
-    trusted
+    None
 }
 
-/// The client's address for the access log: the one the PROXY header
-/// named, or else the connection's peer.
+/// The client's address for the access log: behind a proxy, the one its
+/// header named (or the proxy's); otherwise the connection's peer.
 pub fn client_string(session: &Session, fd: RawFd) -> String {
     match session.client() {
         Some(a) => a.ip().to_string(),
@@ -170,8 +177,8 @@ pub struct WorkerContext {
     /// `tls_from` on, HTTPS.
     pub listeners: Vec<OwnedFd>,
     /// Listeners behind a load balancer (`--proxy-listen`): a connection
-    /// is kept only if [`trusted_proxy`] and gets a session that wants a
-    /// PROXY header first ([`Session::behind_proxy`]).
+    /// is kept only from a trusted proxy, with a session that wants a
+    /// PROXY header first ([`proxied_session`]).
     pub proxied: std::ops::Range<usize>,
     pub tls_from: usize,
     /// The TLS configuration of the HTTPS listeners (`tls.rs`), replaced

@@ -12,7 +12,7 @@ use super::datapath::{drain_eventfd, errno};
 use super::event_loop::epoll_add;
 use super::{Conn, EpollTls, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
 use crate::backend::{
-    min_timeout, trusted_proxy, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
+    min_timeout, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
 };
 use crate::tls::Received;
 
@@ -84,9 +84,14 @@ impl<M: Mover> Worker<M> {
     /// Takes a connection accepted on listener `i`.
     fn add_conn(&mut self, fd: OwnedFd, i: usize) {
         let proxied = self.ctx.proxied.contains(&i);
-        if proxied && !trusted_proxy(&self.ctx.cfg, fd.as_raw_fd()) {
-            return; // dropped: closed unanswered
-        }
+        let session = if proxied {
+            match proxied_session(&self.ctx.cfg, fd.as_raw_fd()) {
+                Some(s) => s,
+                None => return, // `fd` dropped: closed unanswered
+            }
+        } else {
+            Session::new()
+        };
         let tls = if i >= self.ctx.tls_from {
             if let (Some(shared), Some((gen, _))) = (&self.ctx.tls, &self.tls_cfg) {
                 if shared.generation() != *gen {
@@ -129,11 +134,7 @@ impl<M: Mover> Worker<M> {
         self.conns[slot as usize] = Some(Conn {
             fd,
             gen,
-            session: if proxied {
-                Session::behind_proxy()
-            } else {
-                Session::new()
-            },
+            session,
             phase: Phase::Reading,
             // The first event (EPOLL_CTL_ADD reports present readiness)
             // says whether a request is already waiting.
