@@ -19,12 +19,15 @@
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
 //!   body discarding).
 //! - [`accesslog`]: Combined Log Format lines.
+//! - [`proxy`]: the PROXY protocol header (v1 and v2) a load balancer sends
+//!   first, and the address blocks of trusted proxies.
 
 pub mod accesslog;
 pub mod date;
 pub mod encoding;
 pub mod limits;
 pub mod path;
+pub mod proxy;
 pub mod request;
 pub mod response;
 pub mod session;

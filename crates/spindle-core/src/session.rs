@@ -16,12 +16,19 @@
 //! Pipelined requests wait in the input buffer and are parsed one at a
 //! time, after the previous response has been handed back with
 //! [`Session::sent`], so responses always go out in request order.
+//!
+//! A session made with [`Session::behind_proxy`] first takes a PROXY
+//! protocol header ([`crate::proxy`]) off the input, before the first
+//! request: the client it names is then [`Session::client`]. A missing or
+//! malformed header closes the connection without an answer.
 
 use std::ffi::CString;
+use std::net::SocketAddr;
 
 use crate::encoding::{self, Encoding};
 use crate::limits;
 use crate::path::{self, PathError};
+use crate::proxy;
 use crate::request::{self, BodyFraming, Method, Parsed, Request};
 use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
 
@@ -120,9 +127,13 @@ impl Step {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Waiting for the PROXY header that must open the connection.
+    AwaitProxy,
     Reading,
     AwaitOpen,
-    AwaitSent { keep_alive: bool },
+    AwaitSent {
+        keep_alive: bool,
+    },
     Closed,
 }
 
@@ -158,6 +169,8 @@ pub struct Session {
     last_status: u16,
     /// A search for a precompressed sidecar of the current request.
     sidecar: Option<Box<Sidecar>>,
+    /// Behind a proxy: the client its header named, or the proxy.
+    client: Option<SocketAddr>,
 }
 
 /// Whether `m` is a regular file at least as new as `src` (a sidecar
@@ -199,7 +212,30 @@ impl Session {
             last_reject: None,
             last_status: 0,
             sidecar: None,
+            client: None,
         }
+    }
+
+    /// A session on a listener behind a load balancer, whose connection
+    /// comes from `peer` (the proxy): the input must open with a PROXY
+    /// protocol header (v1 or v2), and the client it names, or `peer` for
+    /// a header that names none (v2 `LOCAL`, v1 `UNKNOWN`), is then
+    /// [`Session::client`]. Without a valid header, within
+    /// [`proxy::MAX_LEN`] bytes, [`Session::next`] says [`Step::Close`],
+    /// and nothing is answered (as nginx's `proxy_protocol` listeners).
+    pub fn behind_proxy(peer: SocketAddr) -> Session {
+        Session {
+            state: State::AwaitProxy,
+            client: Some(peer),
+            ..Session::new()
+        }
+    }
+
+    /// The client's address on a session [`Session::behind_proxy`]: the
+    /// one its header named, or else the proxy's. None on other sessions,
+    /// whose driver asks the socket for its peer.
+    pub fn client(&self) -> Option<SocketAddr> {
+        self.client
     }
 
     /// Appends received bytes. Bytes of a request body being discarded are
@@ -219,16 +255,19 @@ impl Session {
     pub fn wants_input(&self, cfg: &SessionConfig) -> bool {
         match self.state {
             State::Closed => false,
-            State::Reading => true,
+            State::Reading | State::AwaitProxy => true,
             _ => self.buf.len() < cfg.max_header_bytes,
         }
     }
 
-    /// True when part of a request (or of a body to discard) has arrived:
-    /// the driver applies the request-header timeout then, and the idle
-    /// keep-alive timeout otherwise.
+    /// True when part of a request (or of a body to discard) has arrived,
+    /// or the PROXY header is awaited: the driver applies the
+    /// request-header timeout then, and the idle keep-alive timeout
+    /// otherwise.
     pub fn mid_request(&self) -> bool {
-        self.discard > 0 || self.buf.iter().any(|&b| b != b'\r' && b != b'\n')
+        self.state == State::AwaitProxy
+            || self.discard > 0
+            || self.buf.iter().any(|&b| b != b'\r' && b != b'\n')
     }
 
     /// Requests answered so far on this connection.
@@ -245,7 +284,7 @@ impl Session {
         match self.state {
             State::Closed | State::AwaitSent { keep_alive: false } => true,
             State::AwaitOpen => !self.current_keep_alive,
-            State::Reading | State::AwaitSent { keep_alive: true } => false,
+            State::AwaitProxy | State::Reading | State::AwaitSent { keep_alive: true } => false,
         }
     }
 
@@ -292,6 +331,24 @@ impl Session {
                 debug_assert!(false, "next() called while a step is outstanding");
                 return Step::NeedInput;
             }
+            State::AwaitProxy => match proxy::parse(&self.buf) {
+                proxy::Parsed::Incomplete => return Step::NeedInput,
+                proxy::Parsed::Invalid => {
+                    // No answer: whatever sent this is not the proxy we
+                    // trust to speak first. Nothing was sent, so a reset
+                    // on the close harms no response.
+                    self.buf = Vec::new();
+                    self.state = State::Closed;
+                    return Step::Close;
+                }
+                proxy::Parsed::Done { client, len } => {
+                    if client.is_some() {
+                        self.client = client;
+                    }
+                    self.buf.drain(..len);
+                    self.state = State::Reading;
+                }
+            },
             State::Reading => {}
         }
         if self.discard > 0 {
@@ -599,6 +656,11 @@ mod tests {
         }
     }
 
+    /// The proxy's own address, in the PROXY tests.
+    fn peer() -> SocketAddr {
+        "10.0.0.2:41000".parse().unwrap()
+    }
+
     fn head_str(r: &Response) -> String {
         String::from_utf8_lossy(&r.head).into_owned()
     }
@@ -836,6 +898,72 @@ mod tests {
     }
 
     #[test]
+    fn proxy_header_comes_off_before_the_first_request() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::behind_proxy(peer());
+        assert!(s.mid_request(), "the header is under the header timeout");
+        assert!(s.wants_input(&cfg));
+        assert!(!s.closes_after_response());
+        assert!(matches!(s.next(&cfg), Step::NeedInput));
+        s.feed(b"PROXY TCP4 192.0.2.7 10.0.0.1 5");
+        assert!(matches!(s.next(&cfg), Step::NeedInput));
+        assert_eq!(s.client(), Some(peer()));
+        // The header's end and the first request in one piece.
+        s.feed(b"6324 443\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!("open expected")
+        };
+        assert_eq!(o.path.as_bytes(), b"a");
+        assert_eq!(s.client(), Some("192.0.2.7:56324".parse().unwrap()));
+        s.opened(&cfg, &o, Ok(meta(3)));
+        s.sent();
+        // A second PROXY line is a request like any other: refused (505,
+        // as httparse reads `443` where the version belongs).
+        s.feed(b"PROXY TCP4 198.51.100.1 10.0.0.1 1 2\r\n\r\n");
+        let Step::Respond(r) = s.next(&cfg) else {
+            panic!("respond expected")
+        };
+        assert_eq!(r.status, 505);
+        assert_eq!(s.client(), Some("192.0.2.7:56324".parse().unwrap()));
+    }
+
+    #[test]
+    fn proxy_local_keeps_the_peer() {
+        let cfg = SessionConfig::default();
+        let mut s = Session::behind_proxy(peer());
+        let mut h = crate::proxy::V2_SIGNATURE.to_vec();
+        h.extend_from_slice(&[0x20, 0x00, 0, 0]);
+        h.extend_from_slice(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        s.feed(&h);
+        assert!(matches!(s.next(&cfg), Step::Open(_)));
+        assert_eq!(s.client(), Some(peer()));
+        assert_eq!(Session::new().client(), None);
+    }
+
+    #[test]
+    fn missing_or_bad_proxy_header_closes_without_an_answer() {
+        let cfg = SessionConfig::default();
+        for input in [
+            &b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"PROXY TCP4 nonsense\r\n",
+            b"\r\n\r\n\0\r\nQUIT\n\x21\x11\xff\xff",
+        ] {
+            let mut s = Session::behind_proxy(peer());
+            s.feed(input);
+            assert!(matches!(s.next(&cfg), Step::Close));
+            assert!(!s.linger_advised());
+            assert!(!s.wants_input(&cfg));
+        }
+        // A plain session takes a PROXY line for a bad request.
+        let mut s = Session::new();
+        s.feed(b"PROXY TCP4 192.0.2.7 10.0.0.1 56324 443\r\n\r\n");
+        let Step::Respond(r) = s.next(&cfg) else {
+            panic!("respond expected")
+        };
+        assert_eq!(r.status, 505);
+    }
+
+    #[test]
     fn pipelined_requests_in_order() {
         let cfg = SessionConfig::default();
         let mut s = Session::new();
@@ -1029,7 +1157,12 @@ mod tests {
                     break;
                 }
             }
-            let mut s = Session::new();
+            let mut s = if round % 5 == 0 {
+                input.splice(0..0, b"PROXY TCP6 ::1 ::2 1 2\r\n".iter().copied());
+                Session::behind_proxy(peer())
+            } else {
+                Session::new()
+            };
             for chunk in input.chunks(1 + (rnd() % 64) as usize) {
                 s.feed(chunk);
                 for _ in 0..64 {

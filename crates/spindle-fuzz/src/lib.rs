@@ -322,6 +322,66 @@ pub fn target(data: &[u8]) {
     }
 }
 
+/// The PROXY protocol header at the start of a connection
+/// (`spindle_core::proxy`), alone and through a session behind a proxy,
+/// fed one byte at a time.
+///
+/// Invariants: no panic; a header is no longer than its input nor than
+/// `MAX_LEN`, parses the same with nothing after it, and every shorter
+/// prefix of it is `Incomplete`; `Incomplete` only below `MAX_LEN` bytes;
+/// `Invalid` stays invalid whatever follows; the session waits exactly
+/// while the parser does, closes without an answer where it says
+/// `Invalid`, and takes the header's client (or keeps the proxy's).
+pub fn proxy(data: &[u8]) {
+    use spindle_core::proxy::{parse, Parsed, MAX_LEN};
+    let r = parse(data);
+    match r {
+        Parsed::Done { len, .. } => {
+            assert!(len <= data.len() && len <= MAX_LEN, "{len} bytes");
+            assert_eq!(parse(&data[..len]), r, "depends on what follows");
+            for n in 0..len {
+                assert_eq!(parse(&data[..n]), Parsed::Incomplete, "prefix {n}");
+            }
+        }
+        Parsed::Incomplete => assert!(data.len() < MAX_LEN, "undecided at {}", data.len()),
+        Parsed::Invalid => {
+            let more = [data, b"\r\n", data].concat();
+            assert_eq!(parse(&more), Parsed::Invalid, "invalid, then valid");
+        }
+    }
+    let proxy: std::net::SocketAddr = "10.0.0.2:41000".parse().expect("address");
+    let cfg = SessionConfig::default();
+    let mut s = Session::behind_proxy(proxy);
+    let upto = match r {
+        Parsed::Done { len, .. } => len,
+        _ => data.len(),
+    };
+    for (i, &b) in data[..upto].iter().enumerate() {
+        s.feed(&[b]);
+        match s.next(&cfg) {
+            Step::NeedInput => {
+                assert_ne!(
+                    parse(&data[..=i]),
+                    Parsed::Invalid,
+                    "waits on invalid input"
+                );
+                assert!(i + 1 < upto || r != Parsed::Invalid, "waits at the end");
+            }
+            Step::Close => {
+                assert_eq!(r, Parsed::Invalid, "closed after {} bytes", i + 1);
+                assert_eq!(parse(&data[..=i]), Parsed::Invalid);
+                return;
+            }
+            other => panic!("{other:?} before the header was complete"),
+        }
+    }
+    match r {
+        Parsed::Done { client, .. } => assert_eq!(s.client(), Some(client.unwrap_or(proxy))),
+        Parsed::Invalid => panic!("invalid input, yet the session waits"),
+        Parsed::Incomplete => assert_eq!(s.client(), Some(proxy)),
+    }
+}
+
 /// The configuration file: any text gives a configuration or one error
 /// line, never a panic.
 pub fn config(data: &[u8]) {

@@ -74,3 +74,8 @@ fn the_response_check_catches_a_short_body() {
 fn tls_corpus() {
     replay("tls", spindle_fuzz::tls);
 }
+
+#[test]
+fn proxy_corpus() {
+    replay("proxy", spindle_fuzz::proxy);
+}

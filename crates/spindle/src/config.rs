@@ -35,6 +35,9 @@ pub const MAX_CHUNK_SIZE: u64 = 16 * 1024 * 1024;
 pub const MAX_MAX_INFLIGHT: u32 = 4096;
 /// Largest accepted `--workers` and `--io-threads`.
 pub const MAX_WORKERS: u32 = 1024;
+/// Most `--proxy-from` address blocks (each connection on a PROXY
+/// listener is checked against all of them).
+pub const MAX_PROXY_FROM: usize = 256;
 
 /// The I/O backends. All share the protocol core; they differ only in how
 /// bytes move between files and sockets.
@@ -106,9 +109,15 @@ impl FirstMiss {
 pub struct Cli {
     /// The directory to serve [default: .]
     pub root: Option<PathBuf>,
-    /// Address to listen on (repeatable) [default: 127.0.0.1:8080, unless --tls-listen is given]
+    /// Address to listen on (repeatable) [default: 127.0.0.1:8080, unless --tls-listen or --proxy-listen is given]
     #[arg(long, value_name = "ADDR")]
     pub listen: Vec<SocketAddr>,
+    /// Address to serve HTTP on behind a load balancer (repeatable): each connection must come from --proxy-from and open with a PROXY protocol header (v1 or v2)
+    #[arg(long, value_name = "ADDR")]
+    pub proxy_listen: Vec<SocketAddr>,
+    /// Address block of the proxies allowed on --proxy-listen (repeatable), e.g. 10.0.0.0/8 or 127.0.0.1
+    #[arg(long, value_name = "CIDR")]
+    pub proxy_from: Vec<String>,
     /// Address to serve HTTPS on (repeatable; io-uring backend)
     #[arg(long, value_name = "ADDR")]
     pub tls_listen: Vec<SocketAddr>,
@@ -207,6 +216,8 @@ struct FileConfig {
     tls_certificates: Option<Vec<CertEntry>>,
     root: Option<PathBuf>,
     listen: Option<Vec<SocketAddr>>,
+    proxy_listen: Option<Vec<SocketAddr>>,
+    proxy_from: Option<Vec<String>>,
     tls_listen: Option<Vec<SocketAddr>>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -246,6 +257,10 @@ enum SizeValue {
 pub struct Config {
     pub root: PathBuf,
     pub listen: Vec<SocketAddr>,
+    /// Plain HTTP listeners behind a load balancer: a connection is
+    /// accepted only from `proxy_from` and must open with a PROXY header.
+    pub proxy_listen: Vec<SocketAddr>,
+    pub proxy_from: Vec<spindle_core::proxy::Cidr>,
     /// HTTPS listeners, and the certificates they serve (the first is the
     /// default; `tls.rs`).
     pub tls_listen: Vec<SocketAddr>,
@@ -366,6 +381,36 @@ fn extra_headers(fields: &[String]) -> Result<Vec<u8>, String> {
         ));
     }
     Ok(out)
+}
+
+/// Checks `--proxy-from` against `--proxy-listen`: each needs the other.
+fn proxy_from(
+    blocks: &[String],
+    proxy_listen: &[SocketAddr],
+) -> Result<Vec<spindle_core::proxy::Cidr>, String> {
+    if blocks.len() > MAX_PROXY_FROM {
+        return Err(format!(
+            "proxy-from: {} address blocks; at most {MAX_PROXY_FROM}",
+            blocks.len()
+        ));
+    }
+    let cidrs = blocks
+        .iter()
+        .map(|b| spindle_core::proxy::Cidr::parse(b).map_err(|e| format!("proxy-from: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !proxy_listen.is_empty() && cidrs.is_empty() {
+        return Err(
+            "proxy-listen needs proxy-from: the address blocks of the proxies whose PROXY headers to believe (e.g. --proxy-from 10.0.0.0/8)"
+                .into(),
+        );
+    }
+    if proxy_listen.is_empty() && !cidrs.is_empty() {
+        return Err(
+            "proxy-from is used by proxy-listen: give an address to serve PROXY-protocol connections on"
+                .into(),
+        );
+    }
+    Ok(cidrs)
 }
 
 /// Parses a config file's text; `name` says which file in the error.
@@ -496,21 +541,34 @@ impl Config {
         } else {
             file.tls_listen.unwrap_or_default()
         };
+        let proxy_listen = if !cli.proxy_listen.is_empty() {
+            cli.proxy_listen
+        } else {
+            file.proxy_listen.unwrap_or_default()
+        };
         let listen = if !cli.listen.is_empty() {
             cli.listen
         } else {
-            // With HTTPS listeners only, no plain one is added.
+            // With HTTPS or PROXY listeners only, no plain one is added.
             file.listen.unwrap_or_else(|| {
-                if tls_listen.is_empty() {
+                if tls_listen.is_empty() && proxy_listen.is_empty() {
                     vec![DEFAULT_LISTEN.parse().expect("valid default")]
                 } else {
                     Vec::new()
                 }
             })
         };
-        if listen.is_empty() && tls_listen.is_empty() {
+        if listen.is_empty() && tls_listen.is_empty() && proxy_listen.is_empty() {
             return Err("listen: give at least one address".into());
         }
+        let proxy_from = proxy_from(
+            if cli.proxy_from.is_empty() {
+                file.proxy_from.as_deref().unwrap_or(&[])
+            } else {
+                &cli.proxy_from
+            },
+            &proxy_listen,
+        )?;
         let mut tls_certs = match (cli.tls_cert.or(file.tls_cert), cli.tls_key.or(file.tls_key)) {
             (Some(cert), Some(key)) => vec![crate::tls::CertSpec {
                 names: Vec::new(),
@@ -577,6 +635,8 @@ impl Config {
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
             listen,
+            proxy_listen,
+            proxy_from,
             tls_listen,
             tls_certs,
             workers,
@@ -685,5 +745,27 @@ mod tests {
         assert!(parse_size("99999999999g").is_err());
         let e = parse_size("ch\nk").unwrap_err();
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn proxy_keys_in_the_config_file() {
+        let c = Config::from_toml_text(
+            "proxy-listen = [\"127.0.0.1:0\"]\nproxy-from = [\"10.0.0.0/8\", \"::1\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.proxy_listen.len(), 1);
+        assert!(c.listen.is_empty(), "no default plain listener beside it");
+        assert_eq!(c.proxy_from.len(), 2);
+        for (text, needle) in [
+            ("proxy-listen = [\"127.0.0.1:0\"]\n", "needs proxy-from"),
+            ("proxy-from = [\"10.0.0.0/8\"]\n", "used by proxy-listen"),
+            (
+                "proxy-listen = [\"127.0.0.1:0\"]\nproxy-from = [\"10.0.0.0/33\"]\n",
+                "prefix length",
+            ),
+        ] {
+            let e = Config::from_toml_text(text).unwrap_err();
+            assert!(e.contains(needle) && !e.contains('\n'), "{text}: {e}");
+        }
     }
 }

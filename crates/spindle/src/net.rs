@@ -121,6 +121,11 @@ pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
 
 /// The peer of a connected socket, as text for the access log.
 pub fn peer_string(fd: RawFd) -> String {
+    peer_addr(fd).map_or_else(|| "-".to_string(), |a| a.ip().to_string())
+}
+
+/// The peer of a connected socket (None if it is gone).
+pub fn peer_addr(fd: RawFd) -> Option<SocketAddr> {
     // SAFETY: getpeername writes at most `len` bytes into a live sockaddr_storage.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -133,9 +138,9 @@ pub fn peer_string(fd: RawFd) -> String {
         )
     } < 0
     {
-        return "-".to_string();
+        return None;
     }
-    from_storage(&ss).ip().to_string()
+    Some(from_storage(&ss))
 }
 
 fn from_storage(ss: &libc::sockaddr_storage) -> SocketAddr {

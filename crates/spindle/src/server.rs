@@ -101,9 +101,19 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         );
         Some(Arc::new(shared))
     };
-    let tls_from = activated.len() + listen.len();
+    // Listener order, the same in every worker: plain HTTP, then PROXY
+    // protocol (from `proxy_at`), then HTTPS (from `tls_from`).
+    let proxy_at = activated.len() + listen.len();
+    let tls_from = proxy_at + cfg.proxy_listen.len();
+    let mut proxied = Vec::new();
     let mut https = Vec::new();
-    for addr in listen.iter().chain(&cfg.tls_listen) {
+    for (n, addr) in listen
+        .iter()
+        .chain(&cfg.proxy_listen)
+        .chain(&cfg.tls_listen)
+        .enumerate()
+    {
+        let n = activated.len() + n;
         let (actual, socks) = net::bind_group(*addr, workers).map_err(|e| {
             let hint = match e.raw_os_error() {
                 Some(libc::EADDRINUSE) => {
@@ -115,8 +125,10 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             };
             format!("cannot listen on {addr}: {e}{hint}")
         })?;
-        if bound.len() < tls_from {
+        if n < proxy_at {
             bound.push(actual);
+        } else if n < tls_from {
+            proxied.push(actual);
         } else {
             https.push(actual);
         }
@@ -157,6 +169,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         let ctx = WorkerContext {
             id,
             listeners,
+            proxied: proxy_at..tls_from,
             tls_from,
             tls: tls.clone(),
             root: root.clone(),
@@ -207,9 +220,18 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let addrs: Vec<String> = bound
         .iter()
         .map(|a| format!("http://{a}/"))
+        .chain(
+            proxied
+                .iter()
+                .map(|a| format!("http://{a}/ (PROXY protocol)")),
+        )
         .chain(https.iter().map(|a| format!("https://{a}/")))
         .collect();
-    let loopback_only = bound.iter().chain(&https).all(|a| a.ip().is_loopback());
+    let loopback_only = bound
+        .iter()
+        .chain(&proxied)
+        .chain(&https)
+        .all(|a| a.ip().is_loopback());
     // Scripts and tests read this line to learn the port.
     crate::say!(
         "spindle: serving {} on {} (backend {}, {} worker{}){}",

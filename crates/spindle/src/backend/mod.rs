@@ -18,7 +18,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use spindle_core::SessionConfig;
+use spindle_core::{Session, SessionConfig};
 
 use crate::accesslog::AccessLog;
 use crate::config::{BackendKind, Config};
@@ -143,6 +143,39 @@ pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
     true
 }
 
+/// A connection accepted on a PROXY listener: its session, when its peer
+/// is a trusted proxy (`--proxy-from`; one `getpeername`, whose answer
+/// the session keeps, so the log needs no second one, which would fail
+/// once the proxy has gone). Others are to be closed at once,
+/// unanswered; the first refusal is said on stderr, so a wrong
+/// `--proxy-from` shows, and a flood of strangers does not fill the log.
+pub fn proxied_session(cfg: &Config, fd: RawFd) -> Option<Session> {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let peer = crate::net::peer_addr(fd);
+    match peer {
+        Some(p) if cfg.proxy_from.iter().any(|c| c.contains(p.ip())) => {
+            return Some(Session::behind_proxy(p))
+        }
+        _ => {}
+    }
+    if !SAID.swap(true, Ordering::Relaxed) {
+        crate::say!(
+            "spindle: refused a connection from {} on a PROXY listener: not in proxy-from (said once)",
+            peer.map_or_else(|| "-".to_string(), |a| a.ip().to_string())
+        );
+    }
+    None
+}
+
+/// The client's address for the access log: behind a proxy, the one its
+/// header named (or the proxy's); otherwise the connection's peer.
+pub fn client_string(session: &Session, fd: RawFd) -> String {
+    match session.client() {
+        Some(a) => a.ip().to_string(),
+        None => crate::net::peer_string(fd),
+    }
+}
+
 /// Makes an eventfd readable (adds 1 to its counter).
 pub fn signal_eventfd(fd: RawFd) {
     let one: u64 = 1;
@@ -154,8 +187,13 @@ pub fn signal_eventfd(fd: RawFd) {
 pub struct WorkerContext {
     pub id: usize,
     /// This worker's listening sockets (blocking mode; a backend may
-    /// change that): plain HTTP first, then from `tls_from` on, HTTPS.
+    /// change that): plain HTTP first, then those in `proxied`, then from
+    /// `tls_from` on, HTTPS.
     pub listeners: Vec<OwnedFd>,
+    /// Listeners behind a load balancer (`--proxy-listen`): a connection
+    /// is kept only from a trusted proxy, with a session that wants a
+    /// PROXY header first ([`proxied_session`]).
+    pub proxied: std::ops::Range<usize>,
     pub tls_from: usize,
     /// The TLS configuration of the HTTPS listeners (`tls.rs`), replaced
     /// on SIGHUP.

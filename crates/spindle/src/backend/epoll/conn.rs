@@ -11,7 +11,9 @@ use spindle_core::Session;
 use super::datapath::{drain_eventfd, errno};
 use super::event_loop::epoll_add;
 use super::{Conn, EpollTls, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
-use crate::backend::{min_timeout, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::backend::{
+    min_timeout, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
+};
 use crate::tls::Received;
 
 impl<M: Mover> Worker<M> {
@@ -75,12 +77,22 @@ impl<M: Mover> Worker<M> {
             }
             // SAFETY: accept4 returned a new descriptor nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            self.add_conn(fd, i >= self.ctx.tls_from);
+            self.add_conn(fd, i);
         }
     }
 
-    fn add_conn(&mut self, fd: OwnedFd, https: bool) {
-        let tls = if https {
+    /// Takes a connection accepted on listener `i`.
+    fn add_conn(&mut self, fd: OwnedFd, i: usize) {
+        let proxied = self.ctx.proxied.contains(&i);
+        let session = if proxied {
+            match proxied_session(&self.ctx.cfg, fd.as_raw_fd()) {
+                Some(s) => s,
+                None => return, // `fd` dropped: closed unanswered
+            }
+        } else {
+            Session::new()
+        };
+        let tls = if i >= self.ctx.tls_from {
             if let (Some(shared), Some((gen, _))) = (&self.ctx.tls, &self.tls_cfg) {
                 if shared.generation() != *gen {
                     self.tls_cfg = Some(shared.current());
@@ -122,7 +134,7 @@ impl<M: Mover> Worker<M> {
         self.conns[slot as usize] = Some(Conn {
             fd,
             gen,
-            session: Session::new(),
+            session,
             phase: Phase::Reading,
             // The first event (EPOLL_CTL_ADD reports present readiness)
             // says whether a request is already waiting.
@@ -130,7 +142,13 @@ impl<M: Mover> Worker<M> {
             can_write: true,
             peer_eof: false,
             queued: false,
-            deadline: self.now + self.ctx.cfg.keepalive_timeout,
+            // The PROXY header is part of the first request's head.
+            deadline: self.now
+                + if proxied {
+                    self.ctx.cfg.header_timeout
+                } else {
+                    self.ctx.cfg.keepalive_timeout
+                },
             open: None,
             tx: None,
             st: M::State::default(),

@@ -14,8 +14,7 @@ use super::datapath::open_error;
 use super::{
     Completion, Mover, OpenResult, Opened, Phase, Progress, Ticket, Tx, Worker, READ_TURN_BYTES,
 };
-use crate::backend::{changed, inline_body, read_failed, unix_now};
-use crate::net;
+use crate::backend::{changed, client_string, inline_body, read_failed, unix_now};
 
 impl<M: Mover> Worker<M> {
     /// Asks the session what to do next, and starts doing it.
@@ -246,7 +245,7 @@ impl<M: Mover> Worker<M> {
         }
         if self.ctx.log.enabled() {
             let line = accesslog::format_line(
-                &net::peer_string(c.fd.as_raw_fd()),
+                &client_string(&c.session, c.fd.as_raw_fd()),
                 unix_now(),
                 &c.session.log_info(),
                 tx.resp.body_len,

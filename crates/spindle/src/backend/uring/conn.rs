@@ -11,7 +11,9 @@ use spindle_core::{OpenError, OpenRequest, Session, Step};
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Phase, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
-use crate::backend::{inline_body, min_timeout, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::backend::{
+    inline_body, min_timeout, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
+};
 use crate::config::FirstMiss;
 use crate::fs;
 use crate::net;
@@ -79,6 +81,23 @@ impl Worker {
             return;
         }
         let fd = res;
+        let session = if self.ctx.proxied.contains(&i) {
+            match proxied_session(&self.ctx.cfg, fd) {
+                Some(s) => s,
+                None => {
+                    self.push(
+                        opcode::Close::new(types::Fd(fd)).build(),
+                        ud(Op::Close, NO_SLOT, 0),
+                    );
+                    if !more {
+                        self.arm_accept(i);
+                    }
+                    return;
+                }
+            }
+        } else {
+            Session::new()
+        };
         if let (Some(shared), Some((gen, _))) = (&self.tls_shared, &self.tls_cfg) {
             if shared.generation() != *gen {
                 self.tls_cfg = Some(shared.current());
@@ -121,7 +140,7 @@ impl Worker {
         self.conns[slot as usize] = Some(Conn {
             fd,
             gen,
-            session: Session::new(),
+            session,
             phase: Phase::Reading,
             inflight: 0,
             recv_armed: false,

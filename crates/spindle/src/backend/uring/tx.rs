@@ -12,10 +12,9 @@ use super::read::go_direct;
 use super::ring::Op;
 use super::{Phase, Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
 use crate::backend::epoll::{self, Stop};
-use crate::backend::{changed, truncated, unix_now, version_holds};
+use crate::backend::{changed, client_string, truncated, unix_now, version_holds};
 use crate::config::FirstMiss;
 use crate::fs;
-use crate::net;
 
 /// Most bytes one `sendfile(2)` call is asked for, whatever the chunk size
 /// (lighttpd also sends 256 KiB at a time). With [`SENDFILE_TURN`] it bounds
@@ -494,7 +493,7 @@ impl Worker {
         c.file = None;
         if self.ctx.log.enabled() {
             let line = accesslog::format_line(
-                &net::peer_string(c.fd),
+                &client_string(&c.session, c.fd),
                 unix_now(),
                 &c.session.log_info(),
                 tx.resp.body_len,
