@@ -470,6 +470,10 @@ pub(super) fn run_scenario(ctx: &Ctx, sc: Scenario, rng: &mut SmallRng) {
                 500 if ctx.faults => {
                     ctx.counts.fault_500.fetch_add(1, Relaxed);
                 }
+                // The file changed between its open and its last bytes, and
+                // nothing was sent yet: a 503 in the response's place (the
+                // last-bytes check, docs/reliability.md).
+                503 => {}
                 st => ctx.error(format!("/{f}: status {st}")),
             }
             Ok(())
