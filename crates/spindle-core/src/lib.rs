@@ -15,6 +15,7 @@
 //!   bodies, and the request-level checks (Host, method, version).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
+//! - [`rules`]: Cache-Control, header fields and Content-Type by path glob.
 //! - [`encoding`]: `Accept-Encoding` negotiation for precompressed sidecars.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
 //!   body discarding).
@@ -30,6 +31,7 @@ pub mod path;
 pub mod proxy;
 pub mod request;
 pub mod response;
+pub mod rules;
 pub mod session;
 
 pub use encoding::Encoding;

@@ -7,6 +7,7 @@ use crate::date;
 use crate::encoding::Encoding;
 use crate::limits;
 use crate::request::{parse_u64, trim, Method, Request};
+use crate::rules::Applied;
 
 /// What a driver learned from `fstat` of an opened path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +124,8 @@ pub(crate) struct Ctx<'a> {
     pub head_only: bool,
     /// Mixed into multipart boundaries (`SessionConfig::boundary_seed`).
     pub seed: u64,
+    /// The charset named on text types (`SessionConfig::charset`).
+    pub charset: &'a str,
 }
 
 struct Head {
@@ -231,6 +234,59 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The `Cache-Control` and header fields of the matching rules.
+fn rule_headers(h: &mut Head, rules: &Applied) {
+    if let Some(c) = rules.cache_control {
+        h.header("Cache-Control", c);
+    }
+    for f in &rules.headers {
+        h.buf.extend_from_slice(f);
+    }
+}
+
+/// A text type's `charset=utf-8` replaced by the configured charset
+/// (none when it is empty).
+fn with_charset(t: Cow<'static, str>, charset: &str) -> Cow<'static, str> {
+    if charset == "utf-8" {
+        return t;
+    }
+    match t.strip_suffix("; charset=utf-8") {
+        Some(base) if charset.is_empty() => Cow::Owned(base.to_string()),
+        Some(base) => Cow::Owned(format!("{base}; charset={charset}")),
+        None => t,
+    }
+}
+
+/// An error status answered with a configured page (a file beneath the
+/// root): its bytes, its type, the error's status; no validators, no
+/// ranges (as nginx's `error_page`).
+pub(crate) fn error_page(
+    status: u16,
+    meta: &FileMeta,
+    rel_path: &[u8],
+    ctx: &Ctx,
+    extra: &[(&str, &str)],
+) -> Response {
+    let ctype = with_charset(content_type(rel_path), ctx.charset);
+    let mut h = Head::new(status, ctx);
+    h.header("Content-Type", &ctype)
+        .header_u64("Content-Length", meta.size);
+    for (n, v) in extra {
+        h.header(n, v);
+    }
+    let send_body = !ctx.head_only && meta.size > 0;
+    Response {
+        status,
+        head: h.finish(ctx),
+        file: send_body.then_some((0, meta.size)),
+        version: send_body.then(|| meta.version()),
+        keep_alive: ctx.keep_alive,
+        body_len: if send_body { meta.size } else { 0 },
+        parts: Vec::new(),
+        continued: false,
+    }
+}
+
 /// An error (or redirect) response with a small HTML body.
 pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response {
     let body = format!(
@@ -295,6 +351,7 @@ pub(crate) fn for_file(
     meta: &FileMeta,
     rel_path: &[u8],
     rep: Representation,
+    rules: &Applied,
     ctx: &Ctx,
 ) -> Response {
     let mut tag = etag(meta);
@@ -333,6 +390,7 @@ pub(crate) fn for_file(
         if rep.vary {
             h.header("Vary", "Accept-Encoding");
         }
+        rule_headers(&mut h, rules);
         return Response {
             status: 304,
             head: h.finish(ctx),
@@ -357,7 +415,10 @@ pub(crate) fn for_file(
             }
         }
     }
-    let ctype = content_type(rel_path);
+    let ctype = match rules.content_type {
+        Some(t) => Cow::Borrowed(t),
+        None => with_charset(content_type(rel_path), ctx.charset),
+    };
     let (status, offset, len) = match range {
         RangeResult::Full => (200, 0, meta.size),
         RangeResult::Partial(start, len) => (206, start, len),
@@ -365,7 +426,7 @@ pub(crate) fn for_file(
         // the whole of it instead (rare; a client can ask again for one).
         RangeResult::Multi(_) if rep.encoding.is_some() => (200, 0, meta.size),
         RangeResult::Multi(ranges) => {
-            return multipart(meta, &ranges, &ctype, &tag, &last_modified, rep, ctx)
+            return multipart(meta, &ranges, &ctype, &tag, &last_modified, rep, rules, ctx)
         }
         RangeResult::Unsatisfiable => {
             let cr = format!("bytes */{}", meta.size);
@@ -384,6 +445,7 @@ pub(crate) fn for_file(
     if rep.vary {
         h.header("Vary", "Accept-Encoding");
     }
+    rule_headers(&mut h, rules);
     if status == 206 {
         let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, meta.size);
         h.header("Content-Range", &cr);
@@ -404,6 +466,7 @@ pub(crate) fn for_file(
 /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the head carries the
 /// first part's header, and each later part (and the closing delimiter)
 /// is a [`Part`] of the response.
+#[allow(clippy::too_many_arguments)]
 fn multipart(
     meta: &FileMeta,
     ranges: &[(u64, u64)],
@@ -411,6 +474,7 @@ fn multipart(
     tag: &str,
     last_modified: &str,
     rep: Representation,
+    rules: &Applied,
     ctx: &Ctx,
 ) -> Response {
     debug_assert!(ranges.len() >= 2);
@@ -460,6 +524,7 @@ fn multipart(
     if rep.vary {
         h.header("Vary", "Accept-Encoding");
     }
+    rule_headers(&mut h, rules);
     let mut head = h.finish(ctx);
     head.extend_from_slice(&first);
     Response {

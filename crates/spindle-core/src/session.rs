@@ -24,6 +24,7 @@
 
 use std::ffi::CString;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use crate::encoding::{self, Encoding};
 use crate::limits;
@@ -31,6 +32,7 @@ use crate::path::{self, PathError};
 use crate::proxy;
 use crate::request::{self, BodyFraming, Method, Parsed, Request};
 use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
+use crate::rules::Rules;
 
 /// Settings shared by every session of a server.
 #[derive(Debug, Clone)]
@@ -50,6 +52,22 @@ pub struct SessionConfig {
     /// A random number the driver picks at start, mixed into multipart
     /// boundaries (the core has no source of randomness of its own).
     pub boundary_seed: u64,
+    /// Cache-Control, header fields and Content-Type by path glob.
+    pub rules: Arc<Rules>,
+    /// Pages (paths beneath the root) that answer these error statuses in
+    /// place of the built-in ones.
+    pub error_pages: Vec<(u16, CString)>,
+    /// The charset named on text types; empty: none.
+    pub charset: String,
+}
+
+impl SessionConfig {
+    fn error_page(&self, status: u16) -> Option<&CString> {
+        self.error_pages
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, p)| p)
+    }
 }
 
 impl Default for SessionConfig {
@@ -63,6 +81,9 @@ impl Default for SessionConfig {
             extra_headers: Vec::new(),
             precompressed: Vec::new(),
             boundary_seed: 0,
+            rules: Arc::default(),
+            error_pages: Vec::new(),
+            charset: "utf-8".into(),
         }
     }
 }
@@ -171,6 +192,8 @@ pub struct Session {
     sidecar: Option<Box<Sidecar>>,
     /// Behind a proxy: the client its header named, or the proxy.
     client: Option<SocketAddr>,
+    /// The error status whose configured page is being opened.
+    error_page: Option<u16>,
 }
 
 /// Whether `m` is a regular file at least as new as `src` (a sidecar
@@ -213,6 +236,7 @@ impl Session {
             last_status: 0,
             sidecar: None,
             client: None,
+            error_page: None,
         }
     }
 
@@ -422,6 +446,13 @@ impl Session {
                 self.respond_error(cfg, 400, false, announce, head_only, &[])
             }
             Err(PathError::Hidden) => {
+                if let Some(page) = cfg.error_page(404) {
+                    self.current_keep_alive = keep_alive;
+                    self.current = Some(req);
+                    self.state = State::AwaitOpen;
+                    self.error_page = Some(404);
+                    return Step::Open(OpenRequest { path: page.clone() });
+                }
                 self.last_req = Some(req);
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
@@ -483,6 +514,27 @@ impl Session {
         let rel_path = chosen
             .as_ref()
             .map_or(open_path.path.as_bytes(), |sc| sc.src_path.as_bytes());
+        let error_page = self.error_page.take();
+        if error_page.is_none() {
+            // An error with a configured page: open the page instead.
+            let status = match &result {
+                Ok(m) if m.kind == FileKind::Regular => None,
+                Ok(m)
+                    if m.kind == FileKind::Directory
+                        && !open_path.path.as_bytes().ends_with(path::INDEX_FILE) =>
+                {
+                    None
+                }
+                Ok(_) | Err(OpenError::NotFound) => Some(404),
+                Err(OpenError::Forbidden) => Some(403),
+                Err(OpenError::Busy) => Some(503),
+                Err(OpenError::Other) => Some(500),
+            };
+            if let Some(page) = status.and_then(|st| cfg.error_page(st)) {
+                self.error_page = status;
+                return Step::Open(OpenRequest { path: page.clone() });
+            }
+        }
         let req = self.current.take().expect("current request");
         let keep_alive = self.current_keep_alive;
         let ctx = self.ctx(
@@ -491,9 +543,29 @@ impl Session {
             req.minor_version == 0,
             req.method == Method::Head,
         );
+        if let Some(status) = error_page {
+            // The page of an error: its bytes if it is a file, else the
+            // built-in page.
+            let extra: &[(&str, &str)] = if status == 503 {
+                &[("Retry-After", "1")]
+            } else {
+                &[]
+            };
+            let resp = match result {
+                Ok(m) if m.kind == FileKind::Regular => {
+                    response::error_page(status, &m, open_path.path.as_bytes(), &ctx, extra)
+                }
+                _ => response::error(status, &ctx, extra),
+            };
+            self.last_req = Some(req);
+            return self.finish(resp);
+        }
         let resp = match result {
             Ok(meta) => match meta.kind {
-                FileKind::Regular => response::for_file(&req, &meta, rel_path, rep, &ctx),
+                FileKind::Regular => {
+                    let rules = cfg.rules.apply(rel_path);
+                    response::for_file(&req, &meta, rel_path, rep, &rules, &ctx)
+                }
                 FileKind::Directory if !open_path.path.as_bytes().ends_with(path::INDEX_FILE) => {
                     let location = redirect_location(&req.target);
                     response::error(301, &ctx, &[("Location", &location)])
@@ -595,6 +667,7 @@ impl Session {
             announce_keep_alive: announce && keep_alive,
             head_only,
             seed: cfg.boundary_seed,
+            charset: &cfg.charset,
         }
     }
 
@@ -710,6 +783,59 @@ mod tests {
             mtime_sec,
             ..meta(size)
         }
+    }
+
+    #[test]
+    fn error_pages_replace_the_built_in_ones() {
+        let cfg = SessionConfig {
+            error_pages: vec![(404, c"e/404.html".into()), (503, c"e/503.html".into())],
+            ..SessionConfig::default()
+        };
+        let mut s = Session::new();
+        s.feed(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /.git HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+        // Missing: the page, with 404.
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        let Step::Open(p) = s.opened(&cfg, &o, Err(OpenError::NotFound)) else {
+            panic!()
+        };
+        assert_eq!(p.path.as_bytes(), b"e/404.html");
+        let r = s.opened(&cfg, &p, Ok(meta(70))).into_response().unwrap();
+        assert_eq!((r.status, r.file), (404, Some((0, 70))));
+        s.sent();
+        // Hidden: the same page, without opening the hidden path.
+        let Step::Open(p) = s.next(&cfg) else {
+            panic!()
+        };
+        assert_eq!(p.path.as_bytes(), b"e/404.html");
+        let r = s.opened(&cfg, &p, Ok(meta(70))).into_response().unwrap();
+        assert_eq!(r.status, 404);
+        s.sent();
+        // Busy: the 503 page keeps its Retry-After.
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        let Step::Open(p) = s.opened(&cfg, &o, Err(OpenError::Busy)) else {
+            panic!()
+        };
+        let r = s.opened(&cfg, &p, Ok(meta(5))).into_response().unwrap();
+        assert_eq!(r.status, 503);
+        assert!(head_str(&r).contains("Retry-After: 1\r\n"));
+        s.sent();
+        // A page that is missing itself: the built-in one, no loop.
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        let Step::Open(p) = s.opened(&cfg, &o, Err(OpenError::NotFound)) else {
+            panic!()
+        };
+        let r = s
+            .opened(&cfg, &p, Err(OpenError::NotFound))
+            .into_response()
+            .unwrap();
+        assert_eq!((r.status, r.file), (404, None));
+        assert!(head_str(&r).contains("<h1>404 Not Found</h1>"));
     }
 
     #[test]

@@ -27,7 +27,7 @@ fn num(data: &[u8], at: usize, len: usize) -> u64 {
 /// played from the input too (what each open finds).
 ///
 /// Input: byte 0 sets the configuration (dotfiles, a small header limit,
-/// a request cap, precompressed sidecars),
+/// a request cap, precompressed sidecars, error pages),
 /// bytes 1-2 seed the split of the stream into pieces, bytes 3-10 seed
 /// what each open finds; the rest is the byte stream from the client.
 ///
@@ -54,6 +54,14 @@ pub fn session(data: &[u8]) {
         } else {
             Vec::new()
         },
+        error_pages: if conf & 16 != 0 {
+            vec![
+                (404, c"errors/404.html".into()),
+                (503, c"errors/busy.html".into()),
+            ]
+        } else {
+            Vec::new()
+        },
         ..SessionConfig::default()
     };
     let mut s = Session::new();
@@ -73,12 +81,12 @@ pub fn session(data: &[u8]) {
             }
             Step::Open(mut req) => {
                 // With precompressed sidecars on, the session asks for
-                // each candidate, then the resource again: at most one
-                // open per coding plus two.
+                // each candidate, then the resource again, and an error
+                // page may follow: at most one open per coding plus three.
                 let mut opens = 0;
                 let (resp, found) = loop {
                     opens += 1;
-                    assert!(opens <= Encoding::ALL.len() + 2, "open after open");
+                    assert!(opens <= Encoding::ALL.len() + 3, "open after open");
                     check_path(req.path.as_bytes(), cfg.allow_dotfiles);
                     world = xorshift(world);
                     let found = found(world);

@@ -196,6 +196,12 @@ pub struct Cli {
     /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
     #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
     pub precompressed: Vec<String>,
+    /// Answer an error status with a page beneath the root, as nginx's `error_page` (repeatable; 403, 404, 500, 503), e.g. "404=/errors/404.html"
+    #[arg(long = "error-page", value_name = "STATUS=PATH")]
+    pub error_page: Vec<String>,
+    /// The charset named on text types; "" for none [default: utf-8]
+    #[arg(long, value_name = "NAME")]
+    pub charset: Option<String>,
 }
 
 /// One more certificate in the config file, for the host names it serves
@@ -243,6 +249,21 @@ struct FileConfig {
     sendfile: Option<bool>,
     add_headers: Option<Vec<String>>,
     precompressed: Option<Vec<String>>,
+    error_pages: Option<std::collections::BTreeMap<String, String>>,
+    charset: Option<String>,
+    rules: Option<Vec<RuleEntry>>,
+}
+
+/// One `[[rules]]` table: what the files whose path matches `match` get.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct RuleEntry {
+    #[serde(rename = "match")]
+    pattern: String,
+    cache_control: Option<String>,
+    content_type: Option<String>,
+    #[serde(default)]
+    headers: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -295,6 +316,10 @@ pub struct Config {
     pub extra_headers: Vec<u8>,
     /// Codings served from precompressed sidecars, preferred first.
     pub precompressed: Vec<spindle_core::Encoding>,
+    /// Pages for error statuses, as paths relative to the root.
+    pub error_pages: Vec<(u16, std::ffi::CString)>,
+    pub charset: String,
+    pub rules: std::sync::Arc<spindle_core::rules::Rules>,
 }
 
 /// Most `add-header` fields.
@@ -313,6 +338,90 @@ const FRAMING_FIELDS: &[&str] = &[
     "trailer",
     "content-range",
 ];
+
+/// Most `error-page`s.
+pub const MAX_ERROR_PAGES: usize = 8;
+
+/// Checks `--error-page STATUS=PATH`s: a status spindle answers from an
+/// open (403, 404, 500, 503) and a path the path policy accepts.
+fn error_pages(items: Vec<String>) -> Result<Vec<(u16, std::ffi::CString)>, String> {
+    if items.len() > MAX_ERROR_PAGES {
+        return Err(format!(
+            "error-page: {} pages; at most {MAX_ERROR_PAGES}",
+            items.len()
+        ));
+    }
+    let mut out: Vec<(u16, std::ffi::CString)> = Vec::new();
+    for item in &items {
+        let shown = item.escape_debug();
+        let Some((st, path)) = item.split_once('=') else {
+            return Err(format!(
+                "error-page \"{shown}\": write it as STATUS=PATH, e.g. 404=/errors/404.html"
+            ));
+        };
+        let status = match st.trim().parse::<u16>() {
+            Ok(s @ (403 | 404 | 500 | 503)) => s,
+            _ => {
+                return Err(format!(
+                    "error-page \"{shown}\": the status must be 403, 404, 500 or 503"
+                ))
+            }
+        };
+        if out.iter().any(|(s, _)| *s == status) {
+            return Err(format!("error-page: {status} given twice"));
+        }
+        let path = path.trim();
+        let rel = match spindle_core::path::resolve(path.as_bytes(), true) {
+            Ok(r) if path.starts_with('/') && !r.is_dir_request => r.rel,
+            _ => {
+                return Err(format!(
+                    "error-page \"{shown}\": the page must be a file's path from the root, e.g. /errors/404.html"
+                ))
+            }
+        };
+        let rel = std::ffi::CString::new(rel)
+            .map_err(|_| format!("error-page \"{shown}\": NUL in path"))?;
+        out.push((status, rel));
+    }
+    Ok(out)
+}
+
+/// Checks `--charset`: a token (RFC 9110 §8.3.2), or empty for none.
+fn charset(v: Option<String>) -> Result<String, String> {
+    let v = v.unwrap_or_else(|| "utf-8".into());
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if !v.chars().all(tchar) || v.len() > 40 {
+        return Err(format!(
+            "charset {:?}: a charset name such as utf-8 or iso-8859-1, or \"\" for none",
+            v.escape_debug().to_string()
+        ));
+    }
+    Ok(v.to_ascii_lowercase())
+}
+
+/// Compiles the `[[rules]]` tables.
+fn rules(entries: Vec<RuleEntry>) -> Result<spindle_core::rules::Rules, String> {
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, e) in entries.into_iter().enumerate() {
+        let what = format!("rules[{i}] ({:?})", e.pattern);
+        let one = |name: &str, v: &Option<String>| -> Result<Option<String>, String> {
+            match v {
+                None => Ok(None),
+                Some(v) => {
+                    header_fields(&what, &[format!("{name}: {v}")])?;
+                    Ok(Some(v.trim().to_string()))
+                }
+            }
+        };
+        out.push(spindle_core::rules::Rule {
+            cache_control: one("Cache-Control", &e.cache_control)?,
+            content_type: one("Content-Type", &e.content_type)?,
+            headers: header_fields(&what, &e.headers)?,
+            pattern: e.pattern,
+        });
+    }
+    spindle_core::rules::Rules::new(out)
+}
 
 /// Checks `--precompressed` names (`br`, `zstd`, `gzip`; `zst` and `gz`
 /// too), each at most once; an empty list, or `off`, turns it off.
@@ -337,10 +446,10 @@ fn precompressed(names: &[String]) -> Result<Vec<spindle_core::Encoding>, String
 }
 
 /// Checks `--add-header` values and renders them for the wire.
-fn extra_headers(fields: &[String]) -> Result<Vec<u8>, String> {
+fn header_fields(what: &str, fields: &[String]) -> Result<Vec<u8>, String> {
     if fields.len() > MAX_ADD_HEADERS {
         return Err(format!(
-            "add-header: {} fields; at most {MAX_ADD_HEADERS}",
+            "{what}: {} fields; at most {MAX_ADD_HEADERS}",
             fields.len()
         ));
     }
@@ -348,25 +457,23 @@ fn extra_headers(fields: &[String]) -> Result<Vec<u8>, String> {
     for f in fields {
         let shown = f.escape_debug();
         let Some((name, value)) = f.split_once(':') else {
-            return Err(format!(
-                "add-header \"{shown}\": write it as \"Name: value\""
-            ));
+            return Err(format!("{what} \"{shown}\": write it as \"Name: value\""));
         };
         let value = value.trim_matches([' ', '\t']);
         let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
         if name.is_empty() || !name.chars().all(tchar) {
             return Err(format!(
-                "add-header \"{shown}\": the name must be letters, digits or !#$%&'*+-.^_`|~"
+                "{what} \"{shown}\": the name must be letters, digits or !#$%&'*+-.^_`|~"
             ));
         }
         if value.chars().any(|c| c.is_ascii_control() && c != '\t') {
             return Err(format!(
-                "add-header \"{shown}\": the value holds a control character"
+                "{what} \"{shown}\": the value holds a control character"
             ));
         }
         if FRAMING_FIELDS.contains(&name.to_ascii_lowercase().as_str()) {
             return Err(format!(
-                "add-header \"{shown}\": {name} is set by spindle itself"
+                "{what} \"{shown}\": {name} is set by spindle itself"
             ));
         }
         out.extend_from_slice(name.as_bytes());
@@ -376,7 +483,7 @@ fn extra_headers(fields: &[String]) -> Result<Vec<u8>, String> {
     }
     if out.len() > MAX_ADD_HEADER_BYTES {
         return Err(format!(
-            "add-header: {} bytes of fields; at most {MAX_ADD_HEADER_BYTES}",
+            "{what}: {} bytes of fields; at most {MAX_ADD_HEADER_BYTES}",
             out.len()
         ));
     }
@@ -695,16 +802,30 @@ impl Config {
             sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
             // The command line's fields replace the file's, as for every
             // other key.
-            extra_headers: extra_headers(if cli.add_header.is_empty() {
-                file.add_headers.as_deref().unwrap_or(&[])
-            } else {
-                &cli.add_header
-            })?,
+            extra_headers: header_fields(
+                "add-header",
+                if cli.add_header.is_empty() {
+                    file.add_headers.as_deref().unwrap_or(&[])
+                } else {
+                    &cli.add_header
+                },
+            )?,
             precompressed: precompressed(if cli.precompressed.is_empty() {
                 file.precompressed.as_deref().unwrap_or(&[])
             } else {
                 &cli.precompressed
             })?,
+            error_pages: error_pages(if cli.error_page.is_empty() {
+                file.error_pages
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect()
+            } else {
+                cli.error_page.clone()
+            })?,
+            charset: charset(cli.charset.or(file.charset))?,
+            rules: std::sync::Arc::new(rules(file.rules.unwrap_or_default())?),
         })
     }
 
@@ -722,6 +843,9 @@ impl Config {
             allow_dotfiles: self.dotfiles,
             extra_headers: self.extra_headers.clone(),
             precompressed: self.precompressed.clone(),
+            error_pages: self.error_pages.clone(),
+            charset: self.charset.clone(),
+            rules: self.rules.clone(),
             boundary_seed: std::hash::BuildHasher::hash_one(
                 &std::collections::hash_map::RandomState::new(),
                 std::process::id(),
