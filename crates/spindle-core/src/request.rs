@@ -52,6 +52,8 @@ pub struct Request {
     pub if_range: Option<Vec<u8>>,
     /// Kept for precompressed sidecars (see `encoding`).
     pub accept_encoding: Option<Vec<u8>>,
+    /// The `Host` field's value (for virtual hosts).
+    pub host: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
     /// Bytes of the head, including the final blank line.
@@ -148,6 +150,9 @@ pub fn parse_reusing(
         .unwrap_or_default();
     target.clear();
     target.extend_from_slice(req.path.unwrap_or("").as_bytes());
+    // The Host value reuses the last request's allocation too: every 1.1
+    // request has one.
+    let mut host_buf = spare.as_mut().and_then(|r| r.host.take());
     // Only for rejections: the request line, as far as it was understood.
     let reject = |status: u16, r: Request| {
         Parsed::Rejected(Rejection {
@@ -176,6 +181,7 @@ pub fn parse_reusing(
         range: None,
         if_range: None,
         accept_encoding: None,
+        host: None,
         referer: None,
         user_agent: None,
         head_len,
@@ -188,6 +194,10 @@ pub fn parse_reusing(
         let v = h.value;
         if name.eq_ignore_ascii_case(b"host") {
             host_count += 1;
+            let mut h = host_buf.take().unwrap_or_default();
+            h.clear();
+            h.extend_from_slice(trim(v));
+            r.host = Some(h);
         } else if name.eq_ignore_ascii_case(b"connection") {
             for tok in v.split(|&b| b == b',') {
                 let tok = trim(tok);

@@ -59,9 +59,52 @@ pub struct SessionConfig {
     pub error_pages: Vec<(u16, CString)>,
     /// The charset named on text types; empty: none.
     pub charset: String,
+    /// Virtual hosts: a lower-case name (or `*.suffix`) and the number of
+    /// its document root (1 and up); a request whose `Host` names none of
+    /// them is served from the server's root (0), as nginx's default
+    /// server.
+    pub hosts: Vec<(Vec<u8>, u16)>,
 }
 
 impl SessionConfig {
+    /// The document root for a `Host` value: its name lower-cased, without
+    /// a port or a trailing dot; exact names first, then the longest
+    /// `*.suffix` that matches.
+    pub fn root_for(&self, host: Option<&[u8]>) -> u16 {
+        let Some(h) = host else { return 0 };
+        if self.hosts.is_empty() {
+            return 0;
+        }
+        let name = if h.starts_with(b"[") {
+            // An IPv6 literal, with or without a port.
+            match h.iter().position(|&b| b == b']') {
+                Some(i) => &h[..=i],
+                None => h,
+            }
+        } else {
+            match h.iter().rposition(|&b| b == b':') {
+                Some(i) => &h[..i],
+                None => h,
+            }
+        };
+        let name = name.strip_suffix(b".").unwrap_or(name);
+        let mut best: Option<(usize, u16)> = None;
+        for (n, root) in &self.hosts {
+            if let Some(suffix) = n.strip_prefix(b"*") {
+                // `*.example.org` covers `a.example.org`, not the bare name.
+                if name.len() > suffix.len()
+                    && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+                    && best.is_none_or(|(l, _)| suffix.len() > l)
+                {
+                    best = Some((suffix.len(), *root));
+                }
+            } else if name.eq_ignore_ascii_case(n) {
+                return *root;
+            }
+        }
+        best.map_or(0, |(_, r)| r)
+    }
+
     fn error_page(&self, status: u16) -> Option<&CString> {
         self.error_pages
             .iter()
@@ -84,6 +127,7 @@ impl Default for SessionConfig {
             rules: Arc::default(),
             error_pages: Vec::new(),
             charset: "utf-8".into(),
+            hosts: Vec::new(),
         }
     }
 }
@@ -94,6 +138,25 @@ impl Default for SessionConfig {
 pub struct OpenRequest {
     /// Relative path, never empty, never absolute, no `..`.
     pub path: CString,
+    /// Which document root: 0 is the server's, `n` the `n`th virtual
+    /// host's (`SessionConfig::hosts`).
+    pub root: u16,
+}
+
+impl OpenRequest {
+    /// A key that names this file among every root's: the path itself
+    /// for the server's root (no allocation), else a NUL (never in a
+    /// path), the root's number, and the path.
+    pub fn cache_key(&self) -> std::borrow::Cow<'_, [u8]> {
+        if self.root == 0 {
+            return std::borrow::Cow::Borrowed(self.path.as_bytes());
+        }
+        let mut k = Vec::with_capacity(self.path.as_bytes().len() + 3);
+        k.push(0);
+        k.extend_from_slice(&self.root.to_le_bytes());
+        k.extend_from_slice(self.path.as_bytes());
+        std::borrow::Cow::Owned(k)
+    }
 }
 
 /// Why a driver could not open a path.
@@ -194,6 +257,8 @@ pub struct Session {
     client: Option<SocketAddr>,
     /// The error status whose configured page is being opened.
     error_page: Option<u16>,
+    /// The document root of the current request (see `OpenRequest::root`).
+    root: u16,
 }
 
 /// Whether `m` is a regular file at least as new as `src` (a sidecar
@@ -237,6 +302,7 @@ impl Session {
             sidecar: None,
             client: None,
             error_page: None,
+            root: 0,
         }
     }
 
@@ -436,6 +502,7 @@ impl Session {
                 &[("Allow", "GET, HEAD")],
             );
         }
+        self.root = cfg.root_for(req.host.as_deref());
         let resolved = match path::target_path(&req.target) {
             None => Err(PathError::BadRequest),
             Some(target_path) => path::resolve(target_path, cfg.allow_dotfiles),
@@ -451,7 +518,10 @@ impl Session {
                     self.current = Some(req);
                     self.state = State::AwaitOpen;
                     self.error_page = Some(404);
-                    return Step::Open(OpenRequest { path: page.clone() });
+                    return Step::Open(OpenRequest {
+                        path: page.clone(),
+                        root: self.root,
+                    });
                 }
                 self.last_req = Some(req);
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
@@ -462,7 +532,10 @@ impl Session {
                 self.current_keep_alive = keep_alive;
                 self.current = Some(req);
                 self.state = State::AwaitOpen;
-                Step::Open(OpenRequest { path })
+                Step::Open(OpenRequest {
+                    path,
+                    root: self.root,
+                })
             }
         }
     }
@@ -532,7 +605,10 @@ impl Session {
             };
             if let Some(page) = status.and_then(|st| cfg.error_page(st)) {
                 self.error_page = status;
-                return Step::Open(OpenRequest { path: page.clone() });
+                return Step::Open(OpenRequest {
+                    path: page.clone(),
+                    root: self.root,
+                });
             }
         }
         let req = self.current.take().expect("current request");
@@ -595,7 +671,10 @@ impl Session {
             CString::new(p).expect("path has no NUL")
         };
         self.sidecar = Some(sc);
-        Step::Open(OpenRequest { path })
+        Step::Open(OpenRequest {
+            path,
+            root: self.root,
+        })
     }
 
     /// The driver could not read the body of the response [`Session::next`]
@@ -783,6 +862,36 @@ mod tests {
             mtime_sec,
             ..meta(size)
         }
+    }
+
+    #[test]
+    fn hosts_pick_roots() {
+        let cfg = SessionConfig {
+            hosts: vec![
+                (b"a.test".to_vec(), 1),
+                (b"*.test".to_vec(), 2),
+                (b"*.b.test".to_vec(), 3),
+                (b"[::1]".to_vec(), 4),
+            ],
+            ..SessionConfig::default()
+        };
+        let r = |h: &[u8]| cfg.root_for(Some(h));
+        assert_eq!(r(b"a.test"), 1);
+        assert_eq!(r(b"A.TEST:80"), 1);
+        assert_eq!(r(b"a.test."), 1);
+        assert_eq!(r(b"x.a.test"), 2, "the wildcard, not the exact name");
+        assert_eq!(r(b"x.b.test"), 3, "the longest wildcard");
+        assert_eq!(r(b"test"), 0, "a wildcard does not cover its bare name");
+        assert_eq!(r(b"[::1]:8080"), 4);
+        assert_eq!(r(b"other"), 0);
+        assert_eq!(r(b""), 0);
+        assert_eq!(cfg.root_for(None), 0);
+        let mut s = Session::new();
+        s.feed(b"GET /x HTTP/1.1\r\nHost: q.b.test\r\n\r\n");
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!()
+        };
+        assert_eq!((o.root, &o.cache_key()[..3]), (3, &[0, 3, 0][..]));
     }
 
     #[test]

@@ -202,6 +202,9 @@ pub struct Cli {
     /// The charset named on text types; "" for none [default: utf-8]
     #[arg(long, value_name = "NAME")]
     pub charset: Option<String>,
+    /// A virtual host: requests whose Host is one of NAMES (comma-separated; "*.example.org" for its subdomains) are served from ROOT (repeatable); other hosts get the main ROOT
+    #[arg(long = "vhost", value_name = "NAMES=ROOT")]
+    pub vhost: Vec<String>,
 }
 
 /// One more certificate in the config file, for the host names it serves
@@ -252,7 +255,27 @@ struct FileConfig {
     error_pages: Option<std::collections::BTreeMap<String, String>>,
     charset: Option<String>,
     rules: Option<Vec<RuleEntry>>,
+    hosts: Option<Vec<HostEntry>>,
 }
+
+/// One `[[hosts]]` table: a virtual host's names and document root.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostEntry {
+    names: Vec<String>,
+    root: PathBuf,
+}
+
+/// A virtual host, checked.
+#[derive(Debug, Clone)]
+pub struct VirtualHost {
+    /// Lower-case names; `*.example.org` for its subdomains.
+    pub names: Vec<String>,
+    pub root: PathBuf,
+}
+
+/// Most virtual hosts.
+pub const MAX_HOSTS: usize = 1024;
 
 /// One `[[rules]]` table: what the files whose path matches `match` get.
 #[derive(Debug, Deserialize)]
@@ -320,6 +343,8 @@ pub struct Config {
     pub error_pages: Vec<(u16, std::ffi::CString)>,
     pub charset: String,
     pub rules: std::sync::Arc<spindle_core::rules::Rules>,
+    /// Virtual hosts; their roots are numbered from 1 in this order.
+    pub hosts: Vec<VirtualHost>,
 }
 
 /// Most `add-header` fields.
@@ -397,6 +422,45 @@ fn charset(v: Option<String>) -> Result<String, String> {
         ));
     }
     Ok(v.to_ascii_lowercase())
+}
+
+/// Checks virtual hosts: names are host names (letters, digits, `-`,
+/// `.`), or `*.` and one, each given once.
+fn hosts(entries: Vec<(Vec<String>, PathBuf)>) -> Result<Vec<VirtualHost>, String> {
+    if entries.len() > MAX_HOSTS {
+        return Err(format!(
+            "hosts: {} hosts; at most {MAX_HOSTS}",
+            entries.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for (names, root) in entries {
+        if names.is_empty() {
+            return Err(format!("host {}: no names", root.display()));
+        }
+        let mut clean = Vec::with_capacity(names.len());
+        for n in names {
+            let n = n.trim().trim_end_matches('.').to_ascii_lowercase();
+            let bare = n.strip_prefix("*.").unwrap_or(&n);
+            let ok = !bare.is_empty()
+                && bare.len() <= 253
+                && bare.split('.').all(|l| {
+                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                });
+            if !ok {
+                return Err(format!(
+                    "host name {n:?}: a DNS name such as example.org, or *.example.org for its subdomains"
+                ));
+            }
+            if !seen.insert(n.clone()) {
+                return Err(format!("host name {n} given twice"));
+            }
+            clean.push(n);
+        }
+        out.push(VirtualHost { names: clean, root });
+    }
+    Ok(out)
 }
 
 /// Compiles the `[[rules]]` tables.
@@ -826,6 +890,30 @@ impl Config {
             })?,
             charset: charset(cli.charset.or(file.charset))?,
             rules: std::sync::Arc::new(rules(file.rules.unwrap_or_default())?),
+            hosts: if cli.vhost.is_empty() {
+                hosts(
+                    file.hosts
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|h| (h.names, h.root))
+                        .collect(),
+                )?
+            } else {
+                let mut v = Vec::new();
+                for item in &cli.vhost {
+                    let Some((names, root)) = item.split_once('=') else {
+                        return Err(format!(
+                            "vhost {:?}: write it as NAMES=ROOT, e.g. example.org,www.example.org=/srv/example",
+                            item.escape_debug().to_string()
+                        ));
+                    };
+                    v.push((
+                        names.split(',').map(str::to_string).collect(),
+                        PathBuf::from(root),
+                    ));
+                }
+                hosts(v)?
+            },
         })
     }
 
@@ -846,6 +934,16 @@ impl Config {
             error_pages: self.error_pages.clone(),
             charset: self.charset.clone(),
             rules: self.rules.clone(),
+            hosts: self
+                .hosts
+                .iter()
+                .enumerate()
+                .flat_map(|(i, h)| {
+                    h.names
+                        .iter()
+                        .map(move |n| (n.as_bytes().to_vec(), i as u16 + 1))
+                })
+                .collect(),
             boundary_seed: std::hash::BuildHasher::hash_one(
                 &std::collections::hash_map::RandomState::new(),
                 std::process::id(),

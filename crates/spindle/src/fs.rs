@@ -28,6 +28,30 @@ pub struct Root {
     path: PathBuf,
 }
 
+/// The server's document root (0) and the virtual hosts' (1 and up), by
+/// the number the core puts in `OpenRequest::root`.
+pub struct Roots(Vec<Root>);
+
+impl Roots {
+    pub fn new(main: Root, hosts: Vec<Root>) -> Roots {
+        let mut v = vec![main];
+        v.extend(hosts);
+        Roots(v)
+    }
+
+    /// The root numbered `i` (the server's for a number it does not have;
+    /// the core only hands out configured ones).
+    pub fn get(&self, i: u16) -> &Root {
+        debug_assert!((i as usize) < self.0.len(), "root {i} not configured");
+        self.0.get(i as usize).unwrap_or(&self.0[0])
+    }
+
+    /// The server's own root.
+    pub fn main(&self) -> &Root {
+        &self.0[0]
+    }
+}
+
 impl Root {
     /// Opens `path` as the root. Fails with a message for the user.
     pub fn open(path: &Path) -> Result<Root, String> {

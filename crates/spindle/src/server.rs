@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use crate::accesslog::AccessLog;
 use crate::backend::{self, ShutdownSignal, WorkerContext};
 use crate::config::{BackendKind, Config, FirstMiss};
-use crate::fs::Root;
+use crate::fs::{Root, Roots};
 use crate::memory::MemoryWatch;
 use crate::net;
 use crate::recent::RecentFiles;
@@ -17,7 +17,13 @@ use crate::recent::RecentFiles;
 /// Runs the server until it is told to stop. Returns a one-line error for
 /// the user on failure to start.
 pub fn run(mut cfg: Config) -> Result<(), String> {
-    let root = Arc::new(Root::open(&cfg.root)?);
+    let main_root = Root::open(&cfg.root)?;
+    let mut host_roots = Vec::with_capacity(cfg.hosts.len());
+    for h in &cfg.hosts {
+        host_roots
+            .push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
+    }
+    let root = Arc::new(Roots::new(main_root, host_roots));
 
     if let Err(e) = backend::probe(cfg.backend) {
         if cfg.backend_is_default && cfg.backend == BackendKind::IoUring {
@@ -235,7 +241,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // Scripts and tests read this line to learn the port.
     crate::say!(
         "spindle: serving {} on {} (backend {}, {} worker{}){}",
-        root.path().display(),
+        root.main().path().display(),
         addrs.join(" "),
         cfg.backend.name(),
         workers,
@@ -270,7 +276,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     drop(activated);
     net::sd_notify(&format!(
         "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
-        root.path().display(),
+        root.main().path().display(),
         addrs.join(" "),
         std::process::id()
     ));

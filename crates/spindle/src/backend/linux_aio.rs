@@ -66,7 +66,7 @@ use spindle_core::OpenRequest;
 
 use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
-use crate::fs::{self, Root};
+use crate::fs::{self, Roots};
 
 /// Where the buffer files live.
 pub const SHM_DIR: &str = "/dev/shm";
@@ -235,7 +235,7 @@ pub struct LinuxAio {
     ctx: Context,
     shm: Shm,
     efd: OwnedFd,
-    root: std::sync::Arc<Root>,
+    root: std::sync::Arc<Roots>,
     slot_size: u64,
     free: Vec<u32>,
     /// The response each read in flight belongs to, by slot.

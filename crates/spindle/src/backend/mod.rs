@@ -22,7 +22,7 @@ use spindle_core::{Session, SessionConfig};
 
 use crate::accesslog::AccessLog;
 use crate::config::{BackendKind, Config};
-use crate::fs::Root;
+use crate::fs::Roots;
 use crate::memory::MemoryWatch;
 use crate::recent::RecentFiles;
 
@@ -198,7 +198,7 @@ pub struct WorkerContext {
     /// The TLS configuration of the HTTPS listeners (`tls.rs`), replaced
     /// on SIGHUP.
     pub tls: Option<Arc<crate::tls::Shared>>,
-    pub root: Arc<Root>,
+    pub root: Arc<Roots>,
     pub cfg: Arc<Config>,
     pub session_cfg: Arc<SessionConfig>,
     pub log: AccessLog,

@@ -38,7 +38,7 @@
 //! loop wait for them, as `linux-sendfile` always does.
 
 use std::collections::VecDeque;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -48,7 +48,7 @@ use spindle_core::{OpenError, OpenRequest};
 
 use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
-use crate::fs::{self, Root};
+use crate::fs::{self, Root, Roots};
 
 /// Jobs queued per worker at most: its reads plus its opens.
 const JOBS_PER_INFLIGHT: usize = 2;
@@ -57,7 +57,7 @@ const IO_THREAD_STACK: usize = 128 * 1024;
 
 enum JobKind {
     Open {
-        path: CString,
+        req: OpenRequest,
     },
     Read {
         file: OwnedFd,
@@ -81,7 +81,7 @@ pub struct Chunk {
 
 /// Where a worker's completions land.
 struct Reply {
-    root: Arc<Root>,
+    root: Arc<Roots>,
     done: Mutex<Vec<(Ticket, Completion<Chunk>)>>,
     efd: OwnedFd,
 }
@@ -192,8 +192,8 @@ fn io_thread(s: &Shared) {
         };
         let Job { who, kind, reply } = job;
         match kind {
-            JobKind::Open { path } => {
-                let res = epoll::open_sync(&reply.root, &OpenRequest { path });
+            JobKind::Open { req } => {
+                let res = epoll::open_sync(&reply.root, &req);
                 reply.push(who, Completion::Opened(res));
             }
             JobKind::Read {
@@ -265,7 +265,7 @@ pub struct PosixAio {
     buf_waiters: VecDeque<Ticket>,
     reads_inflight: usize,
     opens_inflight: usize,
-    open_queue: VecDeque<(Ticket, CString)>,
+    open_queue: VecDeque<(Ticket, OpenRequest)>,
 }
 
 /// Per response: the chunk buffer and how much of it is sent.
@@ -298,11 +298,11 @@ impl PosixAio {
         None
     }
 
-    fn submit_open(&mut self, who: Ticket, path: CString) {
+    fn submit_open(&mut self, who: Ticket, req: OpenRequest) {
         self.opens_inflight += 1;
         self.pool.submit(Job {
             who,
-            kind: JobKind::Open { path },
+            kind: JobKind::Open { req },
             reply: self.reply.clone(),
         });
     }
@@ -341,13 +341,13 @@ impl Mover for PosixAio {
     }
 
     fn open(&mut self, who: Ticket, req: &OpenRequest) -> Opened {
-        if let Some(res) = open_cached(&self.reply.root, &req.path) {
+        if let Some(res) = open_cached(self.reply.root.get(req.root), &req.path) {
             return Opened::Now(res);
         }
         if self.opens_inflight < self.max_inflight {
-            self.submit_open(who, req.path.clone());
+            self.submit_open(who, req.clone());
         } else {
-            self.open_queue.push_back((who, req.path.clone()));
+            self.open_queue.push_back((who, req.clone()));
         }
         Opened::Later
     }
@@ -458,8 +458,8 @@ impl Mover for PosixAio {
             match &c {
                 Completion::Opened(_) => {
                     self.opens_inflight -= 1;
-                    if let Some((w, path)) = self.open_queue.pop_front() {
-                        self.submit_open(w, path);
+                    if let Some((w, req)) = self.open_queue.pop_front() {
+                        self.submit_open(w, req);
                     }
                 }
                 Completion::Chunk(_) => self.reads_inflight -= 1,

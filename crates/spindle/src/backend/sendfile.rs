@@ -23,10 +23,10 @@ use spindle_core::OpenRequest;
 
 use super::epoll::{self, Mover, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
-use crate::fs::Root;
+use crate::fs::Roots;
 
 pub struct Sendfile {
-    root: Arc<Root>,
+    root: Arc<Roots>,
     /// File bytes one connection may send per turn.
     turn: u64,
 }

@@ -11,7 +11,7 @@ use super::mover::{OpenResult, Progress, Tx};
 use super::tls::Sock;
 use super::MAX_SENDFILE;
 use crate::backend::{truncated, version_holds};
-use crate::fs::{self, Root};
+use crate::fs::{self, Roots};
 
 /// Why a transfer stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,8 +153,11 @@ pub fn sendfile_range(sock: &mut Sock, tx: &mut Tx, fd: RawFd, limit: u64) -> Re
 }
 
 /// Opens `req` beneath the root and inspects it, synchronously.
-pub fn open_sync(root: &Root, req: &OpenRequest) -> OpenResult {
-    let fd = root.open_beneath(&req.path).map_err(open_error)?;
+pub fn open_sync(roots: &Roots, req: &OpenRequest) -> OpenResult {
+    let fd = roots
+        .get(req.root)
+        .open_beneath(&req.path)
+        .map_err(open_error)?;
     let (meta, dev) = fs::inspect_opened(fd.as_raw_fd()).map_err(open_error)?;
     Ok((fd, meta, dev))
 }

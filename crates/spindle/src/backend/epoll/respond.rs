@@ -75,7 +75,7 @@ impl<M: Mover> Worker<M> {
     /// Opens a path the session asked for: from the open-file cache, or by
     /// the mover (at once, or later for posix-aio's helper thread).
     fn open_step(&mut self, who: Ticket, req: OpenRequest) {
-        if let Some(hit) = self.files.lookup(req.path.as_bytes(), self.now) {
+        if let Some(hit) = self.files.lookup(&req.cache_key(), self.now) {
             // A cached file: no open, metadata fresh (see filecache).
             match hit {
                 Ok(h) => self.opened_file(who, &req, h.fd, Ok(h.meta), h.body),
@@ -101,7 +101,7 @@ impl<M: Mover> Worker<M> {
                 let fd = Rc::new(fd);
                 let body = if meta.kind == FileKind::Regular {
                     self.files
-                        .insert(req.path.as_bytes(), fd.clone(), meta, dev, now)
+                        .insert(&req.cache_key(), fd.clone(), meta, dev, now)
                 } else {
                     None
                 };

@@ -387,7 +387,7 @@ impl Worker {
     fn open_step(&mut self, slot: u32, req: OpenRequest) {
         let now = self.now;
         // A cached file: no open, metadata fresh (see filecache).
-        if let Some(hit) = self.files.lookup(req.path.as_bytes(), now) {
+        if let Some(hit) = self.files.lookup(&req.cache_key(), now) {
             match hit {
                 Ok(h) => {
                     let d = self.device(h.dev);
@@ -415,8 +415,9 @@ impl Worker {
         });
         let path = pending.req.path.as_ptr();
         let how: *const types::OpenHow = &pending.how;
+        let req_root = pending.req.root;
         c.open = Some(pending);
-        let root = self.ctx.root.fd();
+        let root = self.ctx.root.get(req_root).fd();
         self.push_conn(
             slot,
             Op::Open,
@@ -468,7 +469,7 @@ impl Worker {
             if again {
                 body = self
                     .files
-                    .insert(req.path.as_bytes(), fd.clone(), meta, dev, self.now);
+                    .insert(&req.cache_key(), fd.clone(), meta, dev, self.now);
             } else {
                 first_use = true;
             }
