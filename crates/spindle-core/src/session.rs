@@ -259,6 +259,9 @@ pub struct Session {
     error_page: Option<u16>,
     /// The document root of the current request (see `OpenRequest::root`).
     root: u16,
+    /// Over a connection limit: the first request gets a 503, then the
+    /// connection closes (`Session::over_limit`).
+    over_limit: bool,
 }
 
 /// Whether `m` is a regular file at least as new as `src` (a sidecar
@@ -303,6 +306,7 @@ impl Session {
             client: None,
             error_page: None,
             root: 0,
+            over_limit: false,
         }
     }
 
@@ -317,6 +321,16 @@ impl Session {
         Session {
             state: State::AwaitProxy,
             client: Some(peer),
+            ..Session::new()
+        }
+    }
+
+    /// A session on a connection past a limit (`--max-connections-per-ip`):
+    /// its first request is answered 503 with `Retry-After: 1`, and the
+    /// connection closes, as nginx's `limit_conn`.
+    pub fn over_limit() -> Session {
+        Session {
+            over_limit: true,
             ..Session::new()
         }
     }
@@ -491,6 +505,17 @@ impl Session {
         self.last_reject = None;
         let head_only = req.method == Method::Head;
         let announce = req.minor_version == 0;
+        if self.over_limit {
+            self.last_req = Some(req);
+            return self.respond_error(
+                cfg,
+                503,
+                false,
+                announce,
+                head_only,
+                &[("Retry-After", "1")],
+            );
+        }
         if let Method::Other(_) = req.method {
             self.last_req = Some(req);
             return self.respond_error(

@@ -169,6 +169,9 @@ pub struct Cli {
     /// Open connections across all workers; past it, accepting pauses [default: 16384]
     #[arg(long, value_name = "N")]
     pub max_connections: Option<u32>,
+    /// Open connections one client address may hold across all workers; more get 503 and a close, as nginx's limit_conn (not on --proxy-listen listeners) [default: 0, no limit]
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_ip: Option<u32>,
     /// Largest request head in bytes; larger gets 431 [default: 8192]
     #[arg(long, value_name = "BYTES")]
     pub max_header_size: Option<usize>,
@@ -244,6 +247,7 @@ struct FileConfig {
     drain_timeout: Option<f64>,
     max_connections: Option<u32>,
     max_header_size: Option<usize>,
+    max_connections_per_ip: Option<u32>,
     dotfiles: Option<bool>,
     open_file_cache: Option<usize>,
     open_file_cache_valid: Option<f64>,
@@ -326,6 +330,8 @@ pub struct Config {
     pub drain_timeout: Duration,
     pub max_connections: u32,
     pub max_header_size: usize,
+    /// 0: no limit.
+    pub max_connections_per_ip: u32,
     pub dotfiles: bool,
     pub open_file_cache: usize,
     pub open_file_cache_valid: Duration,
@@ -850,6 +856,10 @@ impl Config {
             )?,
             max_connections,
             max_header_size,
+            max_connections_per_ip: cli
+                .max_connections_per_ip
+                .or(file.max_connections_per_ip)
+                .unwrap_or(0),
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
             open_file_cache,
             open_file_cache_valid: secs(

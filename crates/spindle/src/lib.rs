@@ -30,6 +30,7 @@ pub mod filecache;
 pub mod fs;
 pub mod memory;
 pub mod net;
+pub mod perip;
 pub mod recent;
 pub mod server;
 pub mod tls;

@@ -24,6 +24,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             .push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
     }
     let root = Arc::new(Roots::new(main_root, host_roots));
+    let per_ip = (cfg.max_connections_per_ip > 0)
+        .then(|| crate::perip::PerIp::new(cfg.max_connections_per_ip));
 
     if let Err(e) = backend::probe(cfg.backend) {
         if cfg.backend_is_default && cfg.backend == BackendKind::IoUring {
@@ -179,6 +181,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             tls_from,
             tls: tls.clone(),
             root: root.clone(),
+            per_ip: per_ip.clone(),
             cfg: cfg.clone(),
             session_cfg: session_cfg.clone(),
             log: log.clone(),

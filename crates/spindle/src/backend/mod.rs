@@ -167,6 +167,19 @@ pub fn proxied_session(cfg: &Config, fd: RawFd) -> Option<Session> {
     None
 }
 
+/// The session of a plain connection, and its count under
+/// `--max-connections-per-ip` (a connection past the limit gets a session
+/// that answers its first request 503 and closes).
+pub fn plain_session(ctx: &WorkerContext, fd: RawFd) -> (Session, Option<crate::perip::IpSlot>) {
+    match &ctx.per_ip {
+        None => (Session::new(), None),
+        Some(t) => match t.admit(fd) {
+            crate::perip::Admitted::Yes(slot) => (Session::new(), slot),
+            crate::perip::Admitted::OverLimit => (Session::over_limit(), None),
+        },
+    }
+}
+
 /// The client's address for the access log: behind a proxy, the one its
 /// header named (or the proxy's); otherwise the connection's peer.
 pub fn client_string(session: &Session, fd: RawFd) -> String {
@@ -199,6 +212,8 @@ pub struct WorkerContext {
     /// on SIGHUP.
     pub tls: Option<Arc<crate::tls::Shared>>,
     pub root: Arc<Roots>,
+    /// `--max-connections-per-ip`, shared by all workers.
+    pub per_ip: Option<Arc<crate::perip::PerIp>>,
     pub cfg: Arc<Config>,
     pub session_cfg: Arc<SessionConfig>,
     pub log: AccessLog,

@@ -6,13 +6,11 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
-use spindle_core::Session;
-
 use super::datapath::{drain_eventfd, errno};
 use super::event_loop::epoll_add;
 use super::{Conn, EpollTls, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
 use crate::backend::{
-    min_timeout, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
+    min_timeout, plain_session, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
 };
 use crate::tls::Received;
 
@@ -84,13 +82,13 @@ impl<M: Mover> Worker<M> {
     /// Takes a connection accepted on listener `i`.
     fn add_conn(&mut self, fd: OwnedFd, i: usize) {
         let proxied = self.ctx.proxied.contains(&i);
-        let session = if proxied {
+        let (session, per_ip) = if proxied {
             match proxied_session(&self.ctx.cfg, fd.as_raw_fd()) {
-                Some(s) => s,
+                Some(s) => (s, None),
                 None => return, // `fd` dropped: closed unanswered
             }
         } else {
-            Session::new()
+            plain_session(&self.ctx, fd.as_raw_fd())
         };
         let tls = if i >= self.ctx.tls_from {
             if let (Some(shared), Some((gen, _))) = (&self.ctx.tls, &self.tls_cfg) {
@@ -135,6 +133,7 @@ impl<M: Mover> Worker<M> {
             fd,
             gen,
             session,
+            _per_ip: per_ip,
             phase: Phase::Reading,
             // The first event (EPOLL_CTL_ADD reports present readiness)
             // says whether a request is already waiting.

@@ -89,6 +89,8 @@ struct Conn<S> {
     fd: OwnedFd,
     gen: u32,
     session: Session,
+    /// Its count under `--max-connections-per-ip`, given back on drop.
+    _per_ip: Option<crate::perip::IpSlot>,
     phase: Phase,
     can_read: bool,
     can_write: bool,

@@ -7,12 +7,13 @@ use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types};
 use spindle_core::response::FileKind;
-use spindle_core::{OpenError, OpenRequest, Session, Step};
+use spindle_core::{OpenError, OpenRequest, Step};
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Phase, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
 use crate::backend::{
-    inline_body, min_timeout, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
+    inline_body, min_timeout, plain_session, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES,
+    LINGER_TIMEOUT,
 };
 use crate::config::FirstMiss;
 use crate::fs;
@@ -81,9 +82,9 @@ impl Worker {
             return;
         }
         let fd = res;
-        let session = if self.ctx.proxied.contains(&i) {
+        let (session, per_ip) = if self.ctx.proxied.contains(&i) {
             match proxied_session(&self.ctx.cfg, fd) {
-                Some(s) => s,
+                Some(s) => (s, None),
                 None => {
                     self.push(
                         opcode::Close::new(types::Fd(fd)).build(),
@@ -96,7 +97,7 @@ impl Worker {
                 }
             }
         } else {
-            Session::new()
+            plain_session(&self.ctx, fd)
         };
         if let (Some(shared), Some((gen, _))) = (&self.tls_shared, &self.tls_cfg) {
             if shared.generation() != *gen {
@@ -141,6 +142,7 @@ impl Worker {
             fd,
             gen,
             session,
+            _per_ip: per_ip,
             phase: Phase::Reading,
             inflight: 0,
             recv_armed: false,

@@ -209,6 +209,8 @@ struct Conn {
     fd: RawFd,
     gen: u32,
     session: Session,
+    /// Its count under `--max-connections-per-ip`, given back on drop.
+    _per_ip: Option<crate::perip::IpSlot>,
     phase: Phase,
     /// Ring operations in flight that name this slot.
     inflight: u32,
