@@ -169,6 +169,12 @@ pub struct Cli {
     /// Open connections across all workers; past it, accepting pauses [default: 16384]
     #[arg(long, value_name = "N")]
     pub max_connections: Option<u32>,
+    /// Bytes per second each response's body may go at, as nginx's limit_rate (e.g. "500k"); 0 for no limit [default: 0]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub limit_rate: Option<u64>,
+    /// Body bytes each response sends at full speed before --limit-rate applies [default: 0]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub limit_rate_after: Option<u64>,
     /// Open connections one client address may hold across all workers; more get 503 and a close, as nginx's limit_conn (not on --proxy-listen listeners) [default: 0, no limit]
     #[arg(long, value_name = "N")]
     pub max_connections_per_ip: Option<u32>,
@@ -248,6 +254,8 @@ struct FileConfig {
     max_connections: Option<u32>,
     max_header_size: Option<usize>,
     max_connections_per_ip: Option<u32>,
+    limit_rate: Option<SizeValue>,
+    limit_rate_after: Option<SizeValue>,
     dotfiles: Option<bool>,
     open_file_cache: Option<usize>,
     open_file_cache_valid: Option<f64>,
@@ -332,6 +340,9 @@ pub struct Config {
     pub max_header_size: usize,
     /// 0: no limit.
     pub max_connections_per_ip: u32,
+    /// Body bytes per second per response; 0: no limit.
+    pub limit_rate: u64,
+    pub limit_rate_after: u64,
     pub dotfiles: bool,
     pub open_file_cache: usize,
     pub open_file_cache_valid: Duration,
@@ -808,6 +819,16 @@ impl Config {
                 "small-file-cache must be at most {MAX_SMALL_FILE_CACHE} bytes, not {small_file_cache}"
             ));
         }
+        let size_or = |c: Option<u64>, f: Option<SizeValue>| -> Result<u64, String> {
+            Ok(match (c, f) {
+                (Some(c), _) => c,
+                (None, Some(SizeValue::Bytes(b))) => b,
+                (None, Some(SizeValue::Text(t))) => parse_size(&t)?,
+                (None, None) => 0,
+            })
+        };
+        let limit_rate = size_or(cli.limit_rate, file.limit_rate)?;
+        let limit_rate_after = size_or(cli.limit_rate_after, file.limit_rate_after)?;
         let backend_choice = cli.backend.or(file.backend);
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -860,6 +881,8 @@ impl Config {
                 .max_connections_per_ip
                 .or(file.max_connections_per_ip)
                 .unwrap_or(0),
+            limit_rate,
+            limit_rate_after,
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
             open_file_cache,
             open_file_cache_valid: secs(

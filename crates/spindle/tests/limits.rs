@@ -60,3 +60,58 @@ fn no_limit_by_default() {
         assert_eq!(ask(c).status, 200);
     }
 }
+
+/// Seconds to fetch `path` whole on a fresh connection, and its bytes.
+fn timed_get(srv: &Server, path: &str) -> (f64, Vec<u8>) {
+    let t = Instant::now();
+    let r = get(srv, path);
+    assert_eq!(r.status, 200);
+    (t.elapsed().as_secs_f64(), r.body)
+}
+
+#[test]
+fn limit_rate_paces_each_response_on_every_backend() {
+    let root = DocRoot::new(false);
+    let want = root.read("f1048583");
+    for b in backends() {
+        // 1 MiB at 1 MiB/s: about 0.75 s (the first tick's worth goes at
+        // once), every byte right.
+        let srv = Server::start(&b, &root.dir, &["--limit-rate", "1m"]);
+        let (secs, body) = timed_get(&srv, "/f1048583");
+        assert!(body == want, "{b}: wrong bytes");
+        assert!((0.6..3.0).contains(&secs), "{b}: {secs:.2} s at 1 MiB/s");
+        // Two at once: each has its own allowance.
+        let h: Vec<_> = (0..2)
+            .map(|_| {
+                let url = srv.url("/f1048583");
+                std::thread::spawn(move || {
+                    let t = Instant::now();
+                    let out = std::process::Command::new("curl")
+                        .args(["-sS", "-o", "/dev/null", &url])
+                        .status()
+                        .unwrap();
+                    assert!(out.success());
+                    t.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        for t in h {
+            let secs = t.join().unwrap();
+            assert!((0.6..3.0).contains(&secs), "{b}: {secs:.2} s side by side");
+        }
+        // Small files are not held back, and --limit-rate-after lets the
+        // first bytes go at full speed.
+        let (secs, _) = timed_get(&srv, "/f4097");
+        assert!(secs < 0.1, "{b}: a small file took {secs:.2} s");
+        let srv = Server::start(
+            &b,
+            &root.dir,
+            &["--limit-rate", "64k", "--limit-rate-after", "2m"],
+        );
+        let (secs, body) = timed_get(&srv, "/f1048583");
+        assert!(
+            body == want && secs < 0.5,
+            "{b}: {secs:.2} s under limit-rate-after"
+        );
+    }
+}

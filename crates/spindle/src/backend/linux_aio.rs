@@ -376,11 +376,16 @@ impl Mover for LinuxAio {
                         return p;
                     }
                 }
+                if tx.budget == 0 {
+                    // --limit-rate: this turn's allowance is spent.
+                    return Progress::Yield;
+                }
                 if let Err(s) = epoll::send_head(sock, tx, true) {
                     return s.into();
                 }
                 let mut off = st.data_off;
-                match epoll::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, st.data_left) {
+                let want = st.data_left.min(tx.budget);
+                match epoll::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, want) {
                     Ok(0) => return Progress::Fail,
                     Ok(n) => {
                         let n = n as u64;
@@ -388,6 +393,7 @@ impl Mover for LinuxAio {
                         st.data_off += n;
                         st.data_left -= n;
                         tx.body_sent += n;
+                        tx.budget = tx.budget.saturating_sub(n);
                         turn += n;
                     }
                     Err(libc::EAGAIN) => return Progress::SocketFull,

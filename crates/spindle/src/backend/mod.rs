@@ -167,6 +167,57 @@ pub fn proxied_session(cfg: &Config, fd: RawFd) -> Option<Session> {
     None
 }
 
+/// The largest least-burst of a throttled response (see
+/// [`RateLimit::burst`]).
+pub const RATE_BURST_MAX: u64 = 64 * 1024;
+
+/// `--limit-rate` and `--limit-rate-after`: the body bytes a response may
+/// have sent `elapsed` after it started, as nginx's `limit_rate` (per
+/// response). A response that has used its allowance waits for the
+/// worker's next tick ([`TICK`]), so it goes out in bursts of about a
+/// tick's worth and averages the rate; no thread sleeps.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimit {
+    pub rate: u64,
+    pub after: u64,
+}
+
+impl RateLimit {
+    pub fn from_config(cfg: &Config) -> Option<RateLimit> {
+        (cfg.limit_rate > 0).then_some(RateLimit {
+            rate: cfg.limit_rate,
+            after: cfg.limit_rate_after,
+        })
+    }
+
+    /// Body bytes that may go out now; 0 (wait for the next tick) when
+    /// less than [`RateLimit::burst`] has been earned, so a throttled
+    /// response goes out in a few bursts per second, not in a spin of
+    /// tiny sends.
+    pub fn allowance(&self, elapsed: Duration, sent: u64) -> u64 {
+        // A tick's worth from the start (nginx gives a second's), so a body
+        // of less than that is never held back.
+        let earned =
+            (u128::from(self.rate) * (elapsed + TICK).as_millis() / 1000).min(u128::from(u64::MAX));
+        let a = self
+            .after
+            .saturating_add(earned as u64)
+            .saturating_sub(sent);
+        if a < self.burst() {
+            0
+        } else {
+            a
+        }
+    }
+
+    /// The least a throttled response sends at once: what a tick earns,
+    /// at most [`RATE_BURST_MAX`].
+    pub fn burst(&self) -> u64 {
+        let per_tick = u128::from(self.rate) * TICK.as_millis() / 1000;
+        (per_tick as u64).clamp(1, RATE_BURST_MAX)
+    }
+}
+
 /// The session of a plain connection, and its count under
 /// `--max-connections-per-ip` (a connection past the limit gets a session
 /// that answers its first request 503 and closes).

@@ -369,12 +369,19 @@ impl Mover for PosixAio {
                         return p;
                     }
                 }
+                if tx.budget == 0 {
+                    // --limit-rate: this turn's allowance is spent.
+                    return Progress::Yield;
+                }
                 let buf = st.buf.as_ref().expect("chunk buffer");
-                let n = match sock.send_two(tx.head_left(), &buf[st.sent..st.len], tx.left > 0) {
+                let end =
+                    st.sent + (st.len - st.sent).min(tx.budget.min(usize::MAX as u64) as usize);
+                let n = match sock.send_two(tx.head_left(), &buf[st.sent..end], tx.left > 0) {
                     Ok(n) => n,
                     Err(s) => return s.into(),
                 };
                 let body = tx.wrote(n);
+                tx.budget = tx.budget.saturating_sub(body as u64);
                 st.sent += body;
                 turn += body;
                 if st.sent == st.len {

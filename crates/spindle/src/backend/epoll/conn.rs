@@ -323,6 +323,18 @@ impl<M: Mover> Worker<M> {
 
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
+        // --limit-rate: the responses that used their allowance go on.
+        for who in std::mem::take(&mut self.throttled) {
+            let resume = self.live_conn(who).is_some_and(|c| {
+                c.phase == Phase::Sending
+                    && c.tx
+                        .as_mut()
+                        .is_some_and(|t| std::mem::replace(&mut t.throttled, false))
+            });
+            if resume {
+                self.pump(who);
+            }
+        }
         if self.accept_resume.is_some_and(|t| now >= t) {
             self.accept_resume = None;
             self.warned_emfile = false;

@@ -127,7 +127,11 @@ pub fn last_bytes_ok(tx: &mut Tx) -> Result<(), Progress> {
 /// `limit` bytes (or the rest of the range) went out.
 pub fn sendfile_range(sock: &mut Sock, tx: &mut Tx, fd: RawFd, limit: u64) -> Result<(), Progress> {
     debug_assert!(sock.zero_copy(), "sendfile over TLS");
-    let limit = limit.min(tx.left);
+    if tx.budget == 0 && tx.left > 0 {
+        // --limit-rate: this turn's allowance is spent.
+        return Err(Progress::Yield);
+    }
+    let limit = limit.min(tx.left).min(tx.budget);
     if limit == tx.left {
         last_bytes_ok(tx)?;
     }
@@ -144,6 +148,7 @@ pub fn sendfile_range(sock: &mut Sock, tx: &mut Tx, fd: RawFd, limit: u64) -> Re
                 tx.off += n as u64;
                 tx.left -= n as u64;
                 tx.body_sent += n as u64;
+                tx.budget = tx.budget.saturating_sub(n as u64);
             }
             Err(libc::EAGAIN) => return Err(Progress::SocketFull),
             Err(_) => return Err(Progress::Fail),

@@ -39,6 +39,7 @@ impl<M: Mover> Worker<M> {
         // SAFETY: a fresh descriptor nothing else owns.
         let epfd = unsafe { OwnedFd::from_raw_fd(ep) };
         let listeners = std::mem::take(&mut ctx.listeners);
+        let rate = crate::backend::RateLimit::from_config(&ctx.cfg);
         for (i, l) in listeners.iter().enumerate() {
             net::set_nonblocking(l.as_raw_fd(), true).map_err(|e| format!("listener: {e}"))?;
             epoll_add(
@@ -86,6 +87,8 @@ impl<M: Mover> Worker<M> {
             rbuf: vec![0u8; RECV_BUF_SIZE].into_boxed_slice(),
             now,
             next_tick: now + TICK,
+            rate,
+            throttled: Vec::new(),
             draining: false,
             drain_deadline: None,
             next_scan: Instant::now(),

@@ -128,6 +128,10 @@ struct Worker<M: Mover> {
     rbuf: Box<[u8]>,
     now: Instant,
     next_tick: Instant,
+    /// `--limit-rate`, and the responses waiting for their allowance,
+    /// resumed on the next tick.
+    rate: Option<crate::backend::RateLimit>,
+    throttled: Vec<Ticket>,
     draining: bool,
     drain_deadline: Option<Instant>,
     /// No connection can expire before this: the tick skips the timeout

@@ -43,6 +43,13 @@ pub struct Tx {
     /// The file was found to still have `resp.version` just before the
     /// body's last bytes went to the socket ([`super::last_bytes_ok`]).
     pub verified: bool,
+    /// When the response started (`--limit-rate`).
+    pub started: std::time::Instant,
+    /// Waiting in the worker's throttled list for the next tick.
+    pub throttled: bool,
+    /// Body bytes this turn may still send (`--limit-rate`; else
+    /// unbounded): each mover sends no more, then yields.
+    pub budget: u64,
 }
 
 impl Tx {

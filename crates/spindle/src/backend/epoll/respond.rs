@@ -142,7 +142,8 @@ impl<M: Mover> Worker<M> {
     // ----- transmitting -------------------------------------------------
 
     fn start_tx(&mut self, who: Ticket, resp: Response, file: Option<Rc<OwnedFd>>) {
-        let deadline = self.now + self.ctx.cfg.send_timeout;
+        let now = self.now;
+        let deadline = now + self.ctx.cfg.send_timeout;
         let c = self.conn(who);
         let (off, left) = resp.file.unwrap_or((0, 0));
         c.phase = Phase::Sending;
@@ -155,6 +156,9 @@ impl<M: Mover> Worker<M> {
             left,
             body_sent: 0,
             verified: false,
+            started: now,
+            throttled: false,
+            budget: u64::MAX,
         });
         // Input that is already waiting is left in the socket until this
         // response is done (or until the next edge, for a long response):
@@ -172,6 +176,17 @@ impl<M: Mover> Worker<M> {
             return;
         }
         let tx = c.tx.as_mut().expect("response in progress");
+        if let Some(limit) = self.rate {
+            // --limit-rate: a response that has used its allowance waits
+            // for the next tick (on_tick pumps it again).
+            tx.budget = limit.allowance(now - tx.started, tx.body_sent);
+            if tx.left > 0 && tx.budget == 0 {
+                if !std::mem::replace(&mut tx.throttled, true) {
+                    self.throttled.push(who);
+                }
+                return;
+            }
+        }
         let before = tx.progress();
         let mut sock = super::Sock {
             fd: c.fd.as_raw_fd(),

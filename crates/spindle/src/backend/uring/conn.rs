@@ -577,6 +577,19 @@ impl Worker {
 
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
+        // --limit-rate: the responses that used their allowance go on.
+        for (slot, gen) in std::mem::take(&mut self.throttled) {
+            let resume = match self.conns.get_mut(slot as usize) {
+                Some(Some(c)) if c.gen == gen && c.phase == Phase::Sending => {
+                    c.tx.as_mut()
+                        .is_some_and(|t| std::mem::replace(&mut t.throttled, false))
+                }
+                _ => false,
+            };
+            if resume {
+                self.pump(slot);
+            }
+        }
         if self.ctx.id == 0 && self.ctx.cfg.first_miss == FirstMiss::Auto {
             // One file read per tick, for every worker (memory.rs).
             self.ctx.memory.refresh();

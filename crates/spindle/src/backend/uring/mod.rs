@@ -165,6 +165,10 @@ struct Tx {
     /// The file was found to still have `resp.version` just before the
     /// body's last bytes went to the socket (`Worker::last_bytes_ok`).
     verified: bool,
+    /// When the response started (`--limit-rate`).
+    started: Instant,
+    /// Waiting in `Worker::throttled` for the next tick.
+    throttled: bool,
 }
 
 /// A chunk being read ahead (see [`Tx::ahead`]).
@@ -282,6 +286,10 @@ struct Worker {
     tls_cfg: Option<(u64, std::sync::Arc<rustls::ServerConfig>)>,
     // Timers and shutdown.
     now: Instant,
+    /// `--limit-rate`, and the responses waiting for their allowance
+    /// (slot and generation), resumed on the next tick.
+    rate: Option<crate::backend::RateLimit>,
+    throttled: Vec<(u32, u32)>,
     tick_ts: Box<types::Timespec>,
     tick_armed: bool,
     /// A multishot poll on the open-file cache's inotify fd is in flight:

@@ -136,6 +136,8 @@ impl Worker {
             tls_shared: ctx.tls.clone(),
             tls_cfg: ctx.tls.as_ref().map(|t| t.current()),
             now: Instant::now(),
+            rate: crate::backend::RateLimit::from_config(&ctx.cfg),
+            throttled: Vec::new(),
             tick_ts: Box::new(
                 types::Timespec::new()
                     .sec(TICK.as_secs())

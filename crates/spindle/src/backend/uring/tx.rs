@@ -91,6 +91,8 @@ impl Worker {
             map: None,
             unmappable: false,
             verified: false,
+            started: now,
+            throttled: false,
         });
         self.pump(slot);
     }
@@ -123,6 +125,18 @@ impl Worker {
             self.push_conn(slot, Op::Send, sqe);
             return;
         }
+        // --limit-rate: a response that has used its allowance waits for
+        // the next tick (on_tick pumps it again).
+        if let Some(limit) = self.rate {
+            if (tx.file_left > 0 || buffered)
+                && limit.allowance(self.now - tx.started, tx.body_sent) == 0
+            {
+                if !std::mem::replace(&mut tx.throttled, true) {
+                    self.throttled.push((slot, c.gen));
+                }
+                return;
+            }
+        }
         // 2. Bytes in the chunk buffer, the rest of the head leading them
         //    (the body's last ones once the file is checked).
         if buffered {
@@ -142,7 +156,18 @@ impl Worker {
                 return;
             }
             let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
-            let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), p.len() as u32)
+            // Under --limit-rate, no more than the allowance (the rest of
+            // the buffer goes on a later turn).
+            let len = match self.rate {
+                Some(limit) => {
+                    let body_in =
+                        p.len() - tx.resp.head.len().saturating_sub(tx.head_sent).min(p.len());
+                    let allowed = limit.allowance(self.now - tx.started, tx.body_sent);
+                    p.len() - body_in + (body_in as u64).min(allowed.max(1)) as usize
+                }
+                None => p.len(),
+            };
+            let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), len as u32)
                 .flags(libc::MSG_NOSIGNAL | more)
                 .build();
             self.push_conn(slot, Op::Send, sqe);
@@ -307,7 +332,20 @@ impl Worker {
                 self.push_conn(slot, Op::PollOut, opcode::Nop::new().build());
                 return true;
             }
-            let n = chunk.min(tx.file_left).min(SENDFILE_CALL);
+            let mut n = chunk.min(tx.file_left).min(SENDFILE_CALL);
+            if let Some(limit) = self.rate {
+                match limit.allowance(self.now - tx.started, tx.body_sent) {
+                    0 => {
+                        // Used up: wait for the next tick (see pump).
+                        if !std::mem::replace(&mut tx.throttled, true) {
+                            let gen = c.gen;
+                            self.throttled.push((slot, gen));
+                        }
+                        return true;
+                    }
+                    a => n = n.min(a),
+                }
+            }
             debug_assert!(n > 0, "send_ready with nothing left to send");
             let ready = match &tx.map {
                 Some(map) => match map.uptodate(tx.file_off, n) {
