@@ -1,5 +1,5 @@
-//! Combined Log Format lines (the format of nginx's and Apache's
-//! `combined`), with times in UTC.
+//! Access-log lines, with times in UTC: Combined Log Format (the format of
+//! nginx's and Apache's `combined`), or one JSON object per line.
 
 use std::fmt::Write;
 
@@ -32,6 +32,94 @@ pub fn format_line(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64) -> St
     escape(&mut s, info.user_agent.as_deref().unwrap_or(b"-"));
     s.push_str("\"\n");
     s
+}
+
+/// Which format `--log-format` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Combined,
+    Json,
+}
+
+/// What a JSON line adds to the request and the response.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// From the request's parse to the response's last byte handed to the
+    /// socket, in microseconds.
+    pub request_us: u64,
+    /// Where the body came from: `memory` (in the head: an error page or
+    /// a small cached file), `cache` (the page cache, by sendfile or a
+    /// read that did not wait), `read` (a read that missed the page
+    /// cache), `direct` (an `O_DIRECT` read), or `sendfile` (a blocking
+    /// sendfile, which cannot tell).
+    pub outcome: &'static str,
+}
+
+/// One JSON object per line (keys: `time`, `client`, `method`, `target`,
+/// `protocol`, `status`, `bytes`, `referer`, `user_agent`, `request_us`,
+/// `outcome`); a value that is not valid UTF-8 has each byte past ASCII
+/// as `\u00HH`. Newline included.
+pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &Timing) -> String {
+    let mut s = String::with_capacity(256);
+    let (y, mo, d, h, mi, se) = civil(unix_secs);
+    let _ = write!(
+        s,
+        "{{\"time\":\"{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}Z\",\"client\":"
+    );
+    json_str(&mut s, peer.as_bytes());
+    s.push_str(",\"method\":");
+    json_str(&mut s, info.method.as_bytes());
+    s.push_str(",\"target\":");
+    json_str(&mut s, &info.target);
+    let _ = write!(
+        s,
+        ",\"protocol\":\"HTTP/1.{}\",\"status\":{},\"bytes\":{bytes},\"referer\":",
+        info.minor_version, info.status
+    );
+    match &info.referer {
+        Some(r) => json_str(&mut s, r),
+        None => s.push_str("null"),
+    }
+    s.push_str(",\"user_agent\":");
+    match &info.user_agent {
+        Some(u) => json_str(&mut s, u),
+        None => s.push_str("null"),
+    }
+    let _ = writeln!(
+        s,
+        ",\"request_us\":{},\"outcome\":\"{}\"}}",
+        t.request_us, t.outcome
+    );
+    s
+}
+
+/// A JSON string of `v`: UTF-8 kept when valid, other bytes as `\u00HH`.
+fn json_str(out: &mut String, v: &[u8]) {
+    fn put(out: &mut String, c: char) {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    match std::str::from_utf8(v) {
+        Ok(t) => t.chars().for_each(|c| put(out, c)),
+        Err(_) => {
+            for &b in v {
+                if b < 0x80 {
+                    put(out, b as char);
+                } else {
+                    let _ = write!(out, "\\u{b:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
 }
 
 /// Writes bytes with `"`, `\` and non-printables escaped as `\xHH`.
@@ -81,5 +169,25 @@ mod tests {
             "127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] \"GET /a b\\x22 HTTP/1.1\" 200 2326 \"-\" \"curl/8\"\n"
         );
         assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0));
+    }
+
+    #[test]
+    fn json_format() {
+        let info = LogInfo {
+            method: "GET".into(),
+            target: b"/a \"b\"\\\n\xff".to_vec(),
+            minor_version: 1,
+            status: 206,
+            referer: None,
+            user_agent: Some("curl/8 \u{e9}".as_bytes().to_vec()),
+        };
+        let t = Timing {
+            request_us: 1234,
+            outcome: "read",
+        };
+        assert_eq!(
+            format_json("::1", 971_211_336, &info, 10, &t),
+            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\"}\n"
+        );
     }
 }

@@ -169,6 +169,9 @@ pub struct Cli {
     /// Open connections across all workers; past it, accepting pauses [default: 16384]
     #[arg(long, value_name = "N")]
     pub max_connections: Option<u32>,
+    /// Access-log format: combined (nginx's and Apache's) or json (one object per line, with the request time in µs and where the body came from) [default: combined]
+    #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
+    pub log_format: Option<spindle_core::accesslog::LogFormat>,
     /// Bytes per second each response's body may go at, as nginx's limit_rate (e.g. "500k"); 0 for no limit [default: 0]
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub limit_rate: Option<u64>,
@@ -254,6 +257,7 @@ struct FileConfig {
     max_connections: Option<u32>,
     max_header_size: Option<usize>,
     max_connections_per_ip: Option<u32>,
+    log_format: Option<String>,
     limit_rate: Option<SizeValue>,
     limit_rate_after: Option<SizeValue>,
     dotfiles: Option<bool>,
@@ -340,6 +344,7 @@ pub struct Config {
     pub max_header_size: usize,
     /// 0: no limit.
     pub max_connections_per_ip: u32,
+    pub log_format: spindle_core::accesslog::LogFormat,
     /// Body bytes per second per response; 0: no limit.
     pub limit_rate: u64,
     pub limit_rate_after: u64,
@@ -610,6 +615,19 @@ fn parse_file(text: &str, name: &str) -> Result<FileConfig, String> {
 }
 
 /// Parses `512k`, `1m`, `4096`, `1g` (binary multiples).
+/// `combined` or `json`.
+pub fn parse_log_format(s: &str) -> Result<spindle_core::accesslog::LogFormat, String> {
+    use spindle_core::accesslog::LogFormat;
+    match s {
+        "combined" => Ok(LogFormat::Combined),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(format!(
+            "log-format {:?}: combined or json",
+            s.escape_debug().to_string()
+        )),
+    }
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
     let t = t
@@ -883,6 +901,15 @@ impl Config {
                 .unwrap_or(0),
             limit_rate,
             limit_rate_after,
+            log_format: match cli.log_format {
+                Some(f) => f,
+                None => file
+                    .log_format
+                    .as_deref()
+                    .map(parse_log_format)
+                    .transpose()?
+                    .unwrap_or_default(),
+            },
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
             open_file_cache,
             open_file_cache_valid: secs(

@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{BufReader, Read, Write};
 use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -109,18 +109,6 @@ fn read_to_close(s: &mut TcpStream) -> (Vec<u8>, Duration) {
     (out, t.elapsed())
 }
 
-/// The log's lines once it has at least `n` (or after 5 s).
-fn wait_lines(path: &Path, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let t = std::fs::read_to_string(path).unwrap_or_default();
-        if t.lines().count() >= n || Instant::now() > deadline {
-            return t.lines().map(str::to_string).collect();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The first field of the log line for `target`.
 fn logged_client(lines: &[String], target: &str) -> String {
     let needle = format!("\"GET {target} HTTP/1.1\"");
@@ -176,7 +164,7 @@ fn headers_put_the_client_in_the_access_log() {
             assert_eq!(resp.status, 200, "{b} case {n}");
             assert!(closed_by_server(&mut r, Duration::from_secs(5)), "{b}");
         }
-        let lines = wait_lines(&log, 2 * cases.len());
+        let lines = wait_log_lines(&log, 2 * cases.len());
         for (n, (_, client)) in cases.iter().enumerate() {
             assert_eq!(
                 logged_client(&lines, &format!("/f4097?k={n}a")),
@@ -263,9 +251,9 @@ fn missing_bad_or_slow_headers_close_without_an_answer() {
         );
         assert_eq!(get(&srv, "/f1").status, 200, "{b}");
         // Only those two were answered, so only those two are logged.
-        let lines = wait_lines(&log, 2);
+        let lines = wait_log_lines(&log, 2);
         std::thread::sleep(Duration::from_millis(200));
-        let lines_now = wait_lines(&log, 2);
+        let lines_now = wait_log_lines(&log, 2);
         assert_eq!(lines.len(), 2, "{b}: {lines:#?}");
         assert_eq!(lines_now.len(), 2, "{b}: {lines_now:#?}");
         assert!(
@@ -303,7 +291,7 @@ fn connections_from_untrusted_addresses_are_closed_at_once() {
             1,
             "{b}: said once\n{err}"
         );
-        let lines = wait_lines(&log, 1);
+        let lines = wait_log_lines(&log, 1);
         assert_eq!(lines.len(), 1, "{b}: {lines:#?}");
         assert!(lines[0].starts_with("127.0.0.1 "), "{b}: {lines:#?}");
         drop(srv);
@@ -331,7 +319,7 @@ fn a_plain_listener_beside_it_takes_proxy_lines_for_bad_requests() {
         assert_eq!(r.status, 400, "{b}");
         let r = get(&srv, "/f1?plain");
         assert_eq!(r.status, 200, "{b}");
-        let lines = wait_lines(&log, 3);
+        let lines = wait_log_lines(&log, 3);
         assert_eq!(logged_client(&lines, "/f1?plain"), "127.0.0.1", "{b}");
         assert!(
             lines.iter().all(|l| l.starts_with("127.0.0.1 ")),
@@ -463,7 +451,7 @@ fn haproxy_send_proxy_v2_end_to_end() {
         // Health checks come every 200 ms; wait for two.
         let deadline = Instant::now() + Duration::from_secs(10);
         let lines = loop {
-            let lines = wait_lines(&log, 1);
+            let lines = wait_log_lines(&log, 1);
             let checks = lines
                 .iter()
                 .filter(|l| l.contains("\"GET /page.txt "))

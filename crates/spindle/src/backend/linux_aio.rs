@@ -457,6 +457,7 @@ impl Mover for LinuxAio {
             let buf = unsafe { self.shm.base.add(start as usize) };
             let mut cb = [Iocb::pread(fd, buf, len as usize, aligned, slot as u64)
                 .with_resfd(self.efd.as_raw_fd())];
+            tx.outcome = "direct";
             // SAFETY: the kernel writes `len` bytes at `buf`, inside the
             // slot this response holds; the slot is not handed out again
             // until the read's completion has been reaped (`owner`), and the

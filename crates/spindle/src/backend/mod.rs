@@ -171,6 +171,31 @@ pub fn proxied_session(cfg: &Config, fd: RawFd) -> Option<Session> {
 /// [`RateLimit::burst`]).
 pub const RATE_BURST_MAX: u64 = 64 * 1024;
 
+/// The access-log line of a finished response, in `--log-format`'s format.
+/// `since`: how long ago its request was parsed; `outcome`: where its
+/// body came from (see `spindle_core::accesslog::Timing`).
+pub fn log_line(
+    cfg: &Config,
+    client: &str,
+    session: &Session,
+    bytes: u64,
+    since: Duration,
+    outcome: &'static str,
+) -> String {
+    use spindle_core::accesslog::{self, LogFormat, Timing};
+    let info = session.log_info();
+    match cfg.log_format {
+        LogFormat::Combined => accesslog::format_line(client, unix_now(), &info, bytes),
+        LogFormat::Json => {
+            let t = Timing {
+                request_us: since.as_micros().min(u128::from(u64::MAX)) as u64,
+                outcome,
+            };
+            accesslog::format_json(client, unix_now(), &info, bytes, &t)
+        }
+    }
+}
+
 /// `--limit-rate` and `--limit-rate-after`: the body bytes a response may
 /// have sent `elapsed` after it started, as nginx's `limit_rate` (per
 /// response). A response that has used its allowance waits for the

@@ -433,6 +433,7 @@ impl Mover for PosixAio {
                     return Progress::Waiting;
                 }
             };
+            tx.outcome = "read";
             let file = match tx.file.as_ref().expect("file for body").try_clone() {
                 Ok(f) => f,
                 Err(e) => {

@@ -34,6 +34,8 @@ pub struct Sendfile {
 impl Mover for Sendfile {
     type State = ();
     type Chunk = std::convert::Infallible;
+    // A blocking sendfile cannot tell a page-cache hit from a disk read.
+    const OUTCOME: &'static str = "sendfile";
 
     fn new(ctx: &WorkerContext) -> Result<Self, String> {
         Ok(Sendfile {

@@ -440,3 +440,15 @@ pub fn redbot_bad_notes(url: &str) -> Option<Vec<String>> {
     assert!(notes > 3, "redbot gave no notes: {text}");
     Some(bad)
 }
+
+/// The lines of a log file once it has at least `n` (or after 5 s).
+pub fn wait_log_lines(path: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let t = std::fs::read_to_string(path).unwrap_or_default();
+        if t.lines().count() >= n || Instant::now() > deadline {
+            return t.lines().map(str::to_string).collect();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

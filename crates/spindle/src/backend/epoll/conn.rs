@@ -134,6 +134,7 @@ impl<M: Mover> Worker<M> {
             gen,
             session,
             _per_ip: per_ip,
+            req_at: self.now,
             phase: Phase::Reading,
             // The first event (EPOLL_CTL_ADD reports present readiness)
             // says whether a request is already waiting.

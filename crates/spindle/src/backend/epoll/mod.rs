@@ -91,6 +91,8 @@ struct Conn<S> {
     session: Session,
     /// Its count under `--max-connections-per-ip`, given back on drop.
     _per_ip: Option<crate::perip::IpSlot>,
+    /// When its current request was parsed (the log's request time).
+    req_at: Instant,
     phase: Phase,
     can_read: bool,
     can_write: bool,

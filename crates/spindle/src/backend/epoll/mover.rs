@@ -50,6 +50,9 @@ pub struct Tx {
     /// Body bytes this turn may still send (`--limit-rate`; else
     /// unbounded): each mover sends no more, then yields.
     pub budget: u64,
+    /// Where the body came from, for the JSON access log (a mover sets
+    /// `read` or `direct` when it reads the disk).
+    pub outcome: &'static str,
 }
 
 impl Tx {
@@ -124,6 +127,10 @@ pub trait Mover: Sized {
     type Chunk;
 
     fn new(ctx: &WorkerContext) -> Result<Self, String>;
+
+    /// The access log's `outcome` of a body this mover did not read
+    /// itself.
+    const OUTCOME: &'static str = "cache";
     /// An fd that becomes readable when [`Mover::reap`] has work.
     fn completion_fd(&self) -> Option<RawFd> {
         None

@@ -5,7 +5,6 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 
-use spindle_core::accesslog;
 use spindle_core::response::{FileKind, FileMeta};
 use spindle_core::{OpenError, OpenRequest, Response, Step};
 
@@ -14,7 +13,7 @@ use super::datapath::open_error;
 use super::{
     Completion, Mover, OpenResult, Opened, Phase, Progress, Ticket, Tx, Worker, READ_TURN_BYTES,
 };
-use crate::backend::{changed, client_string, inline_body, read_failed, unix_now};
+use crate::backend::{changed, client_string, inline_body, log_line, read_failed};
 
 impl<M: Mover> Worker<M> {
     /// Asks the session what to do next, and starts doing it.
@@ -54,10 +53,12 @@ impl<M: Mover> Worker<M> {
                     }
                 }
                 Step::Open(req) => {
+                    c.req_at = now;
                     self.open_step(who, req);
                     return;
                 }
                 Step::Respond(resp) => {
+                    c.req_at = now;
                     self.start_tx(who, resp, None);
                     return;
                 }
@@ -159,6 +160,7 @@ impl<M: Mover> Worker<M> {
             started: now,
             throttled: false,
             budget: u64::MAX,
+            outcome: M::OUTCOME,
         });
         // Input that is already waiting is left in the socket until this
         // response is done (or until the next edge, for a long response):
@@ -259,11 +261,18 @@ impl<M: Mover> Worker<M> {
             return;
         }
         if self.ctx.log.enabled() {
-            let line = accesslog::format_line(
+            let outcome = if tx.resp.file.is_none() {
+                "memory"
+            } else {
+                tx.outcome
+            };
+            let line = log_line(
+                &self.ctx.cfg,
                 &client_string(&c.session, c.fd.as_raw_fd()),
-                unix_now(),
-                &c.session.log_info(),
+                &c.session,
                 tx.resp.body_len,
+                self.now.saturating_duration_since(c.req_at),
+                outcome,
             );
             self.ctx.log.log(line);
         }

@@ -143,6 +143,7 @@ impl Worker {
             gen,
             session,
             _per_ip: per_ip,
+            req_at: self.now,
             phase: Phase::Reading,
             inflight: 0,
             recv_armed: false,
@@ -201,8 +202,14 @@ impl Worker {
                 }
                 self.arm_recv(slot);
             }
-            Step::Open(req) => self.open_step(slot, req),
-            Step::Respond(resp) => self.start_tx(slot, resp),
+            Step::Open(req) => {
+                c.req_at = now;
+                self.open_step(slot, req)
+            }
+            Step::Respond(resp) => {
+                c.req_at = now;
+                self.start_tx(slot, resp)
+            }
             Step::Close => {
                 // HTTPS closes gracefully: close_notify, then the FIN, then
                 // the peer's own close is awaited (begin_close).

@@ -215,6 +215,8 @@ struct Conn {
     session: Session,
     /// Its count under `--max-connections-per-ip`, given back on drop.
     _per_ip: Option<crate::perip::IpSlot>,
+    /// When its current request was parsed (the log's request time).
+    req_at: Instant,
     phase: Phase,
     /// Ring operations in flight that name this slot.
     inflight: u32,

@@ -5,14 +5,13 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 
 use io_uring::{opcode, types};
-use spindle_core::accesslog;
 use spindle_core::Response;
 
 use super::read::go_direct;
 use super::ring::Op;
 use super::{Phase, Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
 use crate::backend::epoll::{self, Stop};
-use crate::backend::{changed, client_string, truncated, unix_now, version_holds};
+use crate::backend::{changed, client_string, log_line, truncated, version_holds};
 use crate::config::FirstMiss;
 use crate::fs;
 
@@ -530,11 +529,22 @@ impl Worker {
         }
         c.file = None;
         if self.ctx.log.enabled() {
-            let line = accesslog::format_line(
+            let outcome = if tx.resp.file.is_none() {
+                "memory"
+            } else if tx.direct {
+                "direct"
+            } else if tx.missed {
+                "read"
+            } else {
+                "cache"
+            };
+            let line = log_line(
+                &self.ctx.cfg,
                 &client_string(&c.session, c.fd),
-                unix_now(),
-                &c.session.log_info(),
+                &c.session,
                 tx.resp.body_len,
+                self.now.saturating_duration_since(c.req_at),
+                outcome,
             );
             self.ctx.log.log(line);
         }
