@@ -196,6 +196,9 @@ pub struct Cli {
     /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
     #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
     pub precompressed: Vec<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, on a listener of their own (never a public one) [default: off]
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// One more certificate in the config file, for the host names it serves
@@ -243,6 +246,7 @@ struct FileConfig {
     sendfile: Option<bool>,
     add_headers: Option<Vec<String>>,
     precompressed: Option<Vec<String>>,
+    metrics: Option<SocketAddr>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -295,6 +299,8 @@ pub struct Config {
     pub extra_headers: Vec<u8>,
     /// Codings served from precompressed sidecars, preferred first.
     pub precompressed: Vec<spindle_core::Encoding>,
+    /// Where to serve Prometheus metrics (`metrics.rs`); `None`: nowhere.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Most `add-header` fields.
@@ -631,6 +637,25 @@ impl Config {
                 "small-file-cache must be at most {MAX_SMALL_FILE_CACHE} bytes, not {small_file_cache}"
             ));
         }
+        let metrics = cli.metrics.or(file.metrics);
+        if let Some(m) = metrics {
+            // The same port on an address a public listener covers would
+            // put the metrics in the public's reach (or fail to bind).
+            let clash = listen
+                .iter()
+                .chain(&proxy_listen)
+                .chain(&tls_listen)
+                .find(|a| {
+                    a.port() == m.port()
+                        && m.port() != 0
+                        && (a.ip() == m.ip() || a.ip().is_unspecified() || m.ip().is_unspecified())
+                });
+            if let Some(a) = clash {
+                return Err(format!(
+                    "metrics: {m} is where HTTP is served ({a}); give the metrics an address of their own, e.g. --metrics 127.0.0.1:9100"
+                ));
+            }
+        }
         let backend_choice = cli.backend.or(file.backend);
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -705,6 +730,7 @@ impl Config {
             } else {
                 &cli.precompressed
             })?,
+            metrics,
         })
     }
 
@@ -745,6 +771,26 @@ mod tests {
         assert!(parse_size("99999999999g").is_err());
         let e = parse_size("ch\nk").unwrap_err();
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn metrics_address() {
+        let c = Config::from_toml_text("metrics = \"127.0.0.1:9100\"\n").unwrap();
+        assert_eq!(c.metrics, Some("127.0.0.1:9100".parse().unwrap()));
+        assert_eq!(Config::from_toml_text("").unwrap().metrics, None);
+        for text in [
+            "metrics = \"127.0.0.1:8080\"\n",
+            "listen = [\"0.0.0.0:9100\"]\nmetrics = \"127.0.0.1:9100\"\n",
+            "listen = [\"127.0.0.1:9100\"]\nmetrics = \"0.0.0.0:9100\"\n",
+        ] {
+            let e = Config::from_toml_text(text).unwrap_err();
+            assert!(
+                e.contains("where HTTP is served") && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        // Port 0 on both: two different ephemeral ports.
+        Config::from_toml_text("listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\n").unwrap();
     }
 
     #[test]

@@ -491,6 +491,9 @@ impl Worker {
             return;
         }
         c.file = None;
+        self.ctx
+            .metrics
+            .request(c.session.last_method(), tx.resp.status, tx.resp.body_len);
         if self.ctx.log.enabled() {
             let line = accesslog::format_line(
                 &client_string(&c.session, c.fd),
