@@ -427,6 +427,17 @@ impl Session {
         }
     }
 
+    /// The method of the response handed out last, as the access log
+    /// has it (`-` when none was read), without building [`LogInfo`]: for
+    /// a driver's per-request counters.
+    pub fn last_method(&self) -> &str {
+        match (&self.last_req, &self.last_reject) {
+            (Some(r), _) => r.method.as_str(),
+            (None, Some((method, _))) => method,
+            (None, None) => "-",
+        }
+    }
+
     /// Decides the next step.
     pub fn next(&mut self, cfg: &SessionConfig) -> Step {
         match self.state {

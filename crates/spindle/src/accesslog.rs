@@ -69,6 +69,11 @@ impl AccessLog {
         self.tx.is_some()
     }
 
+    /// Lines dropped so far because the writer fell behind (for metrics).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// Queues one line; never blocks.
     pub fn log(&self, line: String) {
         if let Some(tx) = &self.tx {

@@ -217,6 +217,9 @@ pub struct Cli {
     /// A virtual host: requests whose Host is one of NAMES (comma-separated; "*.example.org" for its subdomains) are served from ROOT (repeatable); other hosts get the main ROOT
     #[arg(long = "vhost", value_name = "NAMES=ROOT")]
     pub vhost: Vec<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, on a listener of their own (never a public one) [default: off]
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// One more certificate in the config file, for the host names it serves
@@ -272,6 +275,7 @@ struct FileConfig {
     charset: Option<String>,
     rules: Option<Vec<RuleEntry>>,
     hosts: Option<Vec<HostEntry>>,
+    metrics: Option<SocketAddr>,
 }
 
 /// One `[[hosts]]` table: a virtual host's names and document root.
@@ -367,6 +371,8 @@ pub struct Config {
     pub rules: std::sync::Arc<spindle_core::rules::Rules>,
     /// Virtual hosts; their roots are numbered from 1 in this order.
     pub hosts: Vec<VirtualHost>,
+    /// Where to serve Prometheus metrics (`metrics.rs`); `None`: nowhere.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Most `add-header` fields.
@@ -847,6 +853,25 @@ impl Config {
         };
         let limit_rate = size_or(cli.limit_rate, file.limit_rate)?;
         let limit_rate_after = size_or(cli.limit_rate_after, file.limit_rate_after)?;
+        let metrics = cli.metrics.or(file.metrics);
+        if let Some(m) = metrics {
+            // The same port on an address a public listener covers would
+            // put the metrics in the public's reach (or fail to bind).
+            let clash = listen
+                .iter()
+                .chain(&proxy_listen)
+                .chain(&tls_listen)
+                .find(|a| {
+                    a.port() == m.port()
+                        && m.port() != 0
+                        && (a.ip() == m.ip() || a.ip().is_unspecified() || m.ip().is_unspecified())
+                });
+            if let Some(a) = clash {
+                return Err(format!(
+                    "metrics: {m} is where HTTP is served ({a}); give the metrics an address of their own, e.g. --metrics 127.0.0.1:9100"
+                ));
+            }
+        }
         let backend_choice = cli.backend.or(file.backend);
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -974,6 +999,7 @@ impl Config {
                 }
                 hosts(v)?
             },
+            metrics,
         })
     }
 
@@ -1027,6 +1053,26 @@ mod tests {
         assert!(parse_size("99999999999g").is_err());
         let e = parse_size("ch\nk").unwrap_err();
         assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn metrics_address() {
+        let c = Config::from_toml_text("metrics = \"127.0.0.1:9100\"\n").unwrap();
+        assert_eq!(c.metrics, Some("127.0.0.1:9100".parse().unwrap()));
+        assert_eq!(Config::from_toml_text("").unwrap().metrics, None);
+        for text in [
+            "metrics = \"127.0.0.1:8080\"\n",
+            "listen = [\"0.0.0.0:9100\"]\nmetrics = \"127.0.0.1:9100\"\n",
+            "listen = [\"127.0.0.1:9100\"]\nmetrics = \"0.0.0.0:9100\"\n",
+        ] {
+            let e = Config::from_toml_text(text).unwrap_err();
+            assert!(
+                e.contains("where HTTP is served") && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        // Port 0 on both: two different ephemeral ports.
+        Config::from_toml_text("listen = [\"127.0.0.1:0\"]\nmetrics = \"127.0.0.1:0\"\n").unwrap();
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod depth;
 pub mod filecache;
 pub mod fs;
 pub mod memory;
+pub mod metrics;
 pub mod net;
 pub mod perip;
 pub mod recent;

@@ -145,6 +145,27 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         }
     }
 
+    // The metrics listener, bound with the others (before dropping
+    // privileges); served from its own thread once the workers run.
+    let metrics_listener = match cfg.metrics {
+        None => None,
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr).map_err(|e| {
+                let hint = match e.raw_os_error() {
+                    Some(libc::EADDRINUSE) => "; choose another port with --metrics",
+                    Some(libc::EACCES) => "; ports below 1024 need root or CAP_NET_BIND_SERVICE",
+                    Some(libc::EADDRNOTAVAIL) => "; that address is not on this machine",
+                    _ => "",
+                };
+                format!("cannot listen on {addr} for metrics: {e}{hint}")
+            })?;
+            let actual = l
+                .local_addr()
+                .map_err(|e| format!("metrics listener: {e}"))?;
+            Some((l, actual))
+        }
+    };
+
     let (log, log_thread) = match &cfg.access_log {
         Some(target) => {
             let (l, h) = AccessLog::open(target)?;
@@ -162,6 +183,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let session_cfg = Arc::new(cfg.session_config());
     let memory = Arc::new(MemoryWatch::probe());
     let recent = Arc::new(RecentFiles::for_memory(memory.budget()));
+    let registry = Arc::new(crate::metrics::Registry::new(
+        workers,
+        cfg.backend.name(),
+        log.clone(),
+    ));
     let flag = Arc::new(AtomicBool::new(false));
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
@@ -191,6 +217,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
                 flag: flag.clone(),
                 eventfd: efd.as_raw_fd(),
             },
+            metrics: registry.worker(id),
             ready: ready_tx.clone(),
         };
         eventfds.push(efd);
@@ -226,6 +253,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     }
     drop(ready_rx);
 
+    if let Some((listener, addr)) = metrics_listener {
+        crate::metrics::serve(listener, registry.clone())?;
+        // Before the startup line, so that a script that waits for that
+        // line has this one too.
+        crate::say!("spindle: metrics on http://{addr}/metrics");
+    }
     let addrs: Vec<String> = bound
         .iter()
         .map(|a| format!("http://{a}/"))

@@ -59,7 +59,7 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use linux_aio::{Context, IoEvent, Iocb};
 use spindle_core::OpenRequest;
@@ -67,6 +67,7 @@ use spindle_core::OpenRequest;
 use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::{self, Roots};
+use crate::metrics::{ReadMode, WorkerMetrics};
 
 /// Where the buffer files live.
 pub const SHM_DIR: &str = "/dev/shm";
@@ -243,6 +244,9 @@ pub struct LinuxAio {
     waiters: VecDeque<Ticket>,
     inflight: usize,
     events: Vec<IoEvent>,
+    /// When each slot's read in flight was submitted (metrics).
+    started: Vec<Instant>,
+    metrics: std::sync::Arc<WorkerMetrics>,
 }
 
 impl LinuxAio {
@@ -348,6 +352,8 @@ impl Mover for LinuxAio {
             waiters: VecDeque::new(),
             inflight: 0,
             events: vec![IoEvent::default(); REAP_BATCH],
+            started: vec![Instant::now(); slots as usize],
+            metrics: ctx.metrics.clone(),
         })
     }
 
@@ -476,6 +482,13 @@ impl Mover for LinuxAio {
             }
             self.owner[slot as usize] = Some(who);
             self.inflight += 1;
+            // A clock read per disk read (vDSO, no system call).
+            self.started[slot as usize] = Instant::now();
+            self.metrics.disk_read(if st.direct.is_some() {
+                ReadMode::Direct
+            } else {
+                ReadMode::PageCache
+            });
             st.reading = true;
             st.skew = skew;
             st.want = want;
@@ -495,12 +508,15 @@ impl Mover for LinuxAio {
                 Err(e) => panic!("io_getevents failed: {e}"),
             };
             let n = got.len();
+            let now = Instant::now();
             for ev in got {
                 let slot = ev.data as u32;
                 let who = self.owner[slot as usize]
                     .take()
                     .expect("completion for an idle slot");
                 self.inflight -= 1;
+                self.metrics
+                    .disk_read_done(now.saturating_duration_since(self.started[slot as usize]));
                 out.push((who, Completion::Chunk(Chunk { slot, res: ev.res })));
             }
             if n < REAP_BATCH {

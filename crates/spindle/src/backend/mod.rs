@@ -298,6 +298,8 @@ pub struct WorkerContext {
     /// Whether the page cache has room (refreshed by worker 0's tick).
     pub memory: Arc<MemoryWatch>,
     pub shutdown: ShutdownSignal,
+    /// This worker's counters (`metrics.rs`): written by this worker only.
+    pub metrics: Arc<crate::metrics::WorkerMetrics>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

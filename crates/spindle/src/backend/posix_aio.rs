@@ -43,12 +43,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use spindle_core::{OpenError, OpenRequest};
 
 use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Sock, Ticket, Tx};
 use super::WorkerContext;
 use crate::fs::{self, Root, Roots};
+use crate::metrics::{ReadMode, WorkerMetrics};
 
 /// Jobs queued per worker at most: its reads plus its opens.
 const JOBS_PER_INFLIGHT: usize = 2;
@@ -77,6 +79,8 @@ struct Job {
 pub struct Chunk {
     buf: Box<[u8]>,
     res: Result<usize, i32>,
+    /// How long the `pread` took, timed by the I/O thread (metrics).
+    took: Duration,
 }
 
 /// Where a worker's completions land.
@@ -206,6 +210,7 @@ fn io_thread(s: &Shared) {
                 // descriptor, so a connection closed meanwhile cannot make
                 // it read whatever reuses the number.
                 let f = std::fs::File::from(file);
+                let start = Instant::now();
                 let res = loop {
                     match f.read_at(&mut buf[..len], off) {
                         Ok(n) => break Ok(n),
@@ -213,7 +218,8 @@ fn io_thread(s: &Shared) {
                         Err(e) => break Err(e.raw_os_error().unwrap_or(libc::EIO)),
                     }
                 };
-                reply.push(who, Completion::Chunk(Chunk { buf, res }));
+                let took = start.elapsed();
+                reply.push(who, Completion::Chunk(Chunk { buf, res, took }));
             }
         }
     }
@@ -266,6 +272,7 @@ pub struct PosixAio {
     reads_inflight: usize,
     opens_inflight: usize,
     open_queue: VecDeque<(Ticket, OpenRequest)>,
+    metrics: Arc<WorkerMetrics>,
 }
 
 /// Per response: the chunk buffer and how much of it is sent.
@@ -333,6 +340,7 @@ impl Mover for PosixAio {
             reads_inflight: 0,
             opens_inflight: 0,
             open_queue: VecDeque::new(),
+            metrics: ctx.metrics.clone(),
         })
     }
 
@@ -443,6 +451,7 @@ impl Mover for PosixAio {
                 }
             };
             self.reads_inflight += 1;
+            self.metrics.disk_read(ReadMode::PageCache);
             st.reading = true;
             st.missed = true;
             self.pool.submit(Job {
@@ -470,7 +479,10 @@ impl Mover for PosixAio {
                         self.submit_open(w, req);
                     }
                 }
-                Completion::Chunk(_) => self.reads_inflight -= 1,
+                Completion::Chunk(c) => {
+                    self.reads_inflight -= 1;
+                    self.metrics.disk_read_done(c.took);
+                }
             }
             out.push((who, c));
         }

@@ -12,6 +12,7 @@ use super::{Conn, EpollTls, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN,
 use crate::backend::{
     min_timeout, plain_session, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
 };
+use crate::metrics::{Pause, Timeout};
 use crate::tls::Received;
 
 impl<M: Mover> Worker<M> {
@@ -56,6 +57,9 @@ impl<M: Mover> Worker<M> {
                         if self.files.shed_half() > 0 {
                             // Cached descriptors were given back: go on.
                             continue;
+                        }
+                        if self.accept_resume.is_none() {
+                            self.ctx.metrics.pause(Pause::FdLimit);
                         }
                         if !self.warned_emfile {
                             crate::say!(
@@ -155,8 +159,16 @@ impl<M: Mover> Worker<M> {
             waiting: false,
             lingered: 0,
             tls,
+            idle: false,
         });
         self.live += 1;
+        let m = &self.ctx.metrics;
+        m.accepted.inc();
+        m.open.set(self.live as u64);
+        if self.live == self.max_conns {
+            // can_accept() stops accepting until a connection closes.
+            m.pause(Pause::MaxConnections);
+        }
     }
 
     // ----- reading and the protocol ---------------------------------------
@@ -266,6 +278,9 @@ impl<M: Mover> Worker<M> {
             .as_mut()
             .expect("live connection");
         c.session.close();
+        if std::mem::take(&mut c.idle) {
+            self.ctx.metrics.idle.sub(1);
+        }
         if let Some(tls) = c.tls.as_mut() {
             // Every record of the last response is on the socket (see
             // Worker::pump); close_notify follows it if there is room.
@@ -315,9 +330,13 @@ impl<M: Mover> Worker<M> {
         };
         debug_assert_eq!(c.gen, who.gen);
         self.mover.release(&mut c.st);
+        if c.idle {
+            self.ctx.metrics.idle.sub(1);
+        }
         drop(c);
         self.free.push(who.slot);
         self.live -= 1;
+        self.ctx.metrics.open.set(self.live as u64);
     }
 
     // ----- timers and shutdown ------------------------------------------
@@ -362,6 +381,13 @@ impl<M: Mover> Worker<M> {
                 gen: c.gen,
             };
             if force || Self::expired(c, now) {
+                self.ctx.metrics.timeout(match c.phase {
+                    _ if force => Timeout::Drain,
+                    Phase::Reading if c.idle => Timeout::Keepalive,
+                    Phase::Reading => Timeout::Header,
+                    Phase::Lingering => Timeout::Linger,
+                    _ => Timeout::Send,
+                });
                 self.close(who);
             } else {
                 // Opening keeps a deadline it cannot expire on; a passed one

@@ -109,6 +109,9 @@ struct Conn<S> {
     lingered: usize,
     /// HTTPS: the connection's TLS session (`tls.rs`).
     tls: Option<Box<EpollTls>>,
+    /// Waiting for a request with none under way: counted in the idle
+    /// gauge (`metrics.rs`) while set.
+    idle: bool,
 }
 
 struct Worker<M: Mover> {

@@ -14,6 +14,7 @@ use super::{
     Completion, Mover, OpenResult, Opened, Phase, Progress, Ticket, Tx, Worker, READ_TURN_BYTES,
 };
 use crate::backend::{changed, client_string, inline_body, log_line, read_failed};
+use crate::filecache::SMALL_FILE_MAX;
 
 impl<M: Mover> Worker<M> {
     /// Asks the session what to do next, and starts doing it.
@@ -24,17 +25,33 @@ impl<M: Mover> Worker<M> {
         let mut budget = READ_TURN_BYTES;
         loop {
             let (now, draining) = (self.now, self.draining);
-            let c = self.conn(who);
+            let c = self.conns[who.slot as usize]
+                .as_mut()
+                .expect("live connection");
             debug_assert_eq!(c.phase, Phase::Reading);
-            match c.session.next(&cfg) {
+            let step = c.session.next(&cfg);
+            // A connection waiting for a request with none of it here is
+            // idle.
+            let idle = matches!(step, Step::NeedInput)
+                && !c.peer_eof
+                && !c.session.mid_request()
+                && !c.tls.as_ref().is_some_and(|t| t.handshaking());
+            if idle != c.idle {
+                c.idle = idle;
+                if idle {
+                    self.ctx.metrics.idle.inc();
+                } else {
+                    self.ctx.metrics.idle.sub(1);
+                }
+            }
+            match step {
                 Step::NeedInput => {
                     if c.peer_eof {
                         self.close(who);
                         return;
                     }
                     // A TLS handshake counts as a request head under way.
-                    let mid =
-                        c.session.mid_request() || c.tls.as_ref().is_some_and(|t| t.handshaking());
+                    let mid = !idle;
                     c.deadline = now + if mid { header_timeout } else { keepalive };
                     if draining && !mid {
                         self.close(who);
@@ -76,7 +93,9 @@ impl<M: Mover> Worker<M> {
     /// Opens a path the session asked for: from the open-file cache, or by
     /// the mover (at once, or later for posix-aio's helper thread).
     fn open_step(&mut self, who: Ticket, req: OpenRequest) {
-        if let Some(hit) = self.files.lookup(&req.cache_key(), self.now) {
+        let hit = self.files.lookup(&req.cache_key(), self.now);
+        self.ctx.metrics.open_file(matches!(hit, Some(Ok(_))));
+        if let Some(hit) = hit {
             // A cached file: no open, metadata fresh (see filecache).
             match hit {
                 Ok(h) => self.opened_file(who, &req, h.fd, Ok(h.meta), h.body),
@@ -124,6 +143,9 @@ impl<M: Mover> Worker<M> {
         body: Option<Rc<[u8]>>,
     ) {
         let cfg = self.ctx.session_cfg.clone();
+        let small = result
+            .as_ref()
+            .is_ok_and(|m| m.kind == FileKind::Regular && m.size > 0 && m.size <= SMALL_FILE_MAX);
         let mut resp = match self.conn(who).session.opened(&cfg, req, result) {
             Step::Respond(r) => r,
             Step::Open(next) => {
@@ -134,8 +156,10 @@ impl<M: Mover> Worker<M> {
             }
             other => unreachable!("opened() gave {other:?}"),
         };
-        if let Some(b) = body {
-            inline_body(&mut resp, &b);
+        let from_file = resp.file.is_some();
+        let inlined = body.is_some_and(|b| inline_body(&mut resp, &b));
+        if small && from_file {
+            self.ctx.metrics.small_file(inlined);
         }
         self.start_tx(who, resp, file);
     }
@@ -260,6 +284,9 @@ impl<M: Mover> Worker<M> {
             self.start_tx(who, next, file);
             return;
         }
+        self.ctx
+            .metrics
+            .request(c.session.last_method(), tx.resp.status, tx.resp.body_len);
         if self.ctx.log.enabled() {
             let outcome = if tx.resp.file.is_none() {
                 "memory"

@@ -16,7 +16,9 @@ use crate::backend::{
     LINGER_TIMEOUT,
 };
 use crate::config::FirstMiss;
+use crate::filecache::SMALL_FILE_MAX;
 use crate::fs;
+use crate::metrics::{Pause, Timeout};
 use crate::net;
 
 impl Worker {
@@ -61,6 +63,9 @@ impl Worker {
                             self.arm_accept(i);
                         }
                         return;
+                    }
+                    if self.accept_resume.is_none() {
+                        self.ctx.metrics.pause(Pause::FdLimit);
                     }
                     if !self.warned_emfile {
                         crate::say!(
@@ -158,11 +163,17 @@ impl Worker {
             dev: 0,
             disk_waiting: false,
             tls,
+            idle: false,
+            disk_at: self.now,
         });
         self.live += 1;
+        let m = &self.ctx.metrics;
+        m.accepted.inc();
+        m.open.set(self.live as u64);
         if self.live >= self.max_conns {
             // Stop accepting; the kernel's backlog holds new connections
             // until a slot frees up.
+            m.pause(Pause::MaxConnections);
             self.cancel_accepts();
         }
         if !more && self.live < self.max_conns {
@@ -184,17 +195,30 @@ impl Worker {
         let (keepalive, header_timeout) =
             (self.ctx.cfg.keepalive_timeout, self.ctx.cfg.header_timeout);
         let draining = self.draining;
-        let c = self.conn(slot);
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
         debug_assert_eq!(c.phase, Phase::Reading);
-        match c.session.next(&cfg) {
+        let step = c.session.next(&cfg);
+        // A connection waiting for a request with none of it here is idle.
+        let idle = matches!(step, Step::NeedInput)
+            && !c.peer_eof
+            && !c.session.mid_request()
+            && !c.tls.as_ref().is_some_and(|t| t.handshaking());
+        if idle != c.idle {
+            c.idle = idle;
+            if idle {
+                self.ctx.metrics.idle.inc();
+            } else {
+                self.ctx.metrics.idle.sub(1);
+            }
+        }
+        match step {
             Step::NeedInput => {
                 if c.peer_eof {
                     self.begin_close(slot, false);
                     return;
                 }
                 // A TLS handshake counts as the head: --header-timeout.
-                let mid =
-                    c.session.mid_request() || c.tls.as_ref().is_some_and(|t| t.handshaking());
+                let mid = !idle;
                 c.deadline = now + if mid { header_timeout } else { keepalive };
                 if draining && !mid {
                     self.begin_close(slot, false);
@@ -396,7 +420,9 @@ impl Worker {
     fn open_step(&mut self, slot: u32, req: OpenRequest) {
         let now = self.now;
         // A cached file: no open, metadata fresh (see filecache).
-        if let Some(hit) = self.files.lookup(&req.cache_key(), now) {
+        let hit = self.files.lookup(&req.cache_key(), now);
+        self.ctx.metrics.open_file(matches!(hit, Some(Ok(_))));
+        if let Some(hit) = hit {
             match hit {
                 Ok(h) => {
                     let d = self.device(h.dev);
@@ -450,6 +476,9 @@ impl Worker {
         mut body: Option<Rc<[u8]>>,
         fresh: Option<(spindle_core::FileMeta, u64)>,
     ) {
+        let small = result
+            .as_ref()
+            .is_ok_and(|m| m.kind == FileKind::Regular && m.size > 0 && m.size <= SMALL_FILE_MAX);
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let mut resp = match c.session.opened(&self.ctx.session_cfg, req, result) {
             Step::Respond(r) => r,
@@ -484,7 +513,12 @@ impl Worker {
             }
         }
         let c = self.conns[slot as usize].as_mut().expect("live slot");
-        if !body.is_some_and(|b| inline_body(&mut resp, &b)) && resp.file.is_some() {
+        let from_file = resp.file.is_some();
+        let inlined = body.is_some_and(|b| inline_body(&mut resp, &b));
+        if small && from_file {
+            self.ctx.metrics.small_file(inlined);
+        }
+        if !inlined && resp.file.is_some() {
             c.file = file;
             // Not O_DIRECT for a multipart body: the flag would outlive
             // the part that set it, under the next part's sendfile.
@@ -505,9 +539,12 @@ impl Worker {
     /// receives our last response instead of a reset.
     pub(super) fn begin_close(&mut self, slot: u32, linger: bool) {
         let now = self.now;
-        let c = self.conn(slot);
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
         if c.phase == Phase::Closing {
             return;
+        }
+        if std::mem::take(&mut c.idle) {
+            self.ctx.metrics.idle.sub(1);
         }
         c.session.close();
         if linger && !c.peer_eof && c.phase != Phase::Lingering {
@@ -571,6 +608,7 @@ impl Worker {
         drop(c.file);
         self.free.push(slot);
         self.live -= 1;
+        self.ctx.metrics.open.set(self.live as u64);
         if self.live < self.max_conns {
             for i in 0..self.listeners.len() {
                 if self.accept_resume.is_none() {
@@ -653,8 +691,15 @@ impl Worker {
                 continue;
             };
             if force && c.phase != Phase::Closing {
+                self.ctx.metrics.timeout(Timeout::Drain);
                 self.abort(slot);
             } else if Self::expired(c, now) {
+                self.ctx.metrics.timeout(match c.phase {
+                    Phase::Reading if c.idle => Timeout::Keepalive,
+                    Phase::Reading => Timeout::Header,
+                    Phase::Lingering => Timeout::Linger,
+                    _ => Timeout::Send,
+                });
                 if c.phase == Phase::Lingering {
                     self.conn(slot).phase = Phase::Closing;
                     self.cancel_recv(slot);

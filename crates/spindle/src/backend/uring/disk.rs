@@ -16,6 +16,7 @@ use super::ring::Op;
 use super::{Device, Phase, Worker, MAX_DEVICES};
 use crate::config::Depth as DepthMode;
 use crate::depth::Depth;
+use crate::metrics::ReadMode;
 
 impl Worker {
     /// The index of `dev` in the device table, added if new (the last
@@ -65,7 +66,16 @@ impl Worker {
     /// device's depth until its completion.
     pub(super) fn push_disk_read(&mut self, slot: u32, op: Op, sqe: squeue::Entry) {
         debug_assert!(matches!(op, Op::Read | Op::ReadAhead));
-        let d = self.conn(slot).dev;
+        let now = self.now;
+        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let d = c.dev;
+        c.disk_at = now;
+        let direct = op == Op::ReadAhead || c.tx.as_ref().is_some_and(|t| t.direct);
+        self.ctx.metrics.disk_read(if direct {
+            ReadMode::Direct
+        } else {
+            ReadMode::PageCache
+        });
         self.devices[d].inflight += 1;
         self.push_conn(slot, op, sqe);
     }

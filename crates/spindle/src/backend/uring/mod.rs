@@ -241,6 +241,12 @@ struct Conn {
     /// HTTPS: the connection's TLS session (`tls.rs`); boxed, so that the
     /// records a `SEND` is sending do not move with the slot vector.
     tls: Option<Box<tls::TlsState>>,
+    /// Waiting for a request with none under way: counted in the idle
+    /// gauge (`metrics.rs`) while set.
+    idle: bool,
+    /// When the disk read in flight (`Op::Read`, `ReadAhead` or
+    /// `PageWait`; at most one at a time) was issued: the loop's time.
+    disk_at: Instant,
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in

@@ -10,6 +10,7 @@ use super::{Ahead, Phase, Tx, Worker, HEAD_RESERVE};
 use crate::backend::epoll::{self, Stop};
 use crate::backend::{read_failed, truncated};
 use crate::fs;
+use crate::metrics::ReadMode;
 
 /// Sets `O_DIRECT` on a response's own descriptor; if the file system has
 /// no direct I/O, the response reads through the page cache instead.
@@ -314,6 +315,8 @@ impl Worker {
         let sqe = opcode::Read::new(types::Fd(file), dst, page as u32)
             .offset(offset)
             .build();
+        self.conn(slot).disk_at = self.now;
+        self.ctx.metrics.disk_read(ReadMode::PageCache);
         self.push_conn(slot, Op::PageWait, sqe);
     }
 

@@ -367,6 +367,11 @@ impl Worker {
                     // Only the final completion of a multishot ends it.
                     c.inflight -= 1;
                 }
+                if matches!(op, Op::Read | Op::ReadAhead | Op::PageWait) {
+                    // The loop's time: when this batch of completions came.
+                    let took = self.now.saturating_duration_since(c.disk_at);
+                    self.ctx.metrics.disk_read_done(took);
+                }
                 if matches!(op, Op::Read | Op::ReadAhead) {
                     self.disk_read_done(slot, res);
                 }

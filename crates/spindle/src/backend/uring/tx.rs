@@ -528,6 +528,9 @@ impl Worker {
             return;
         }
         c.file = None;
+        self.ctx
+            .metrics
+            .request(c.session.last_method(), tx.resp.status, tx.resp.body_len);
         if self.ctx.log.enabled() {
             let outcome = if tx.resp.file.is_none() {
                 "memory"
