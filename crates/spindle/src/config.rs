@@ -104,7 +104,7 @@ impl FirstMiss {
 }
 
 /// spindle: a static-file HTTP/1.1 server built on asynchronous I/O.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "spindle", version, about, long_about = None)]
 pub struct Cli {
     /// The directory to serve [default: .]
@@ -371,6 +371,9 @@ pub struct Config {
     pub rules: std::sync::Arc<spindle_core::rules::Rules>,
     /// Virtual hosts; their roots are numbered from 1 in this order.
     pub hosts: Vec<VirtualHost>,
+    /// The command line this came from, read again with the config file
+    /// on SIGHUP (`reload.rs`); `None` for a configuration made otherwise.
+    pub source: Option<Cli>,
     /// Where to serve Prometheus metrics (`metrics.rs`); `None`: nowhere.
     pub metrics: Option<SocketAddr>,
 }
@@ -673,6 +676,7 @@ impl Config {
     /// Merges defaults, the config file (if any) and the command line, and
     /// checks every value. Errors are one line, meant for the user.
     pub fn from_cli(cli: Cli) -> Result<Config, String> {
+        let source = cli.clone();
         let file = match &cli.config {
             None => FileConfig::default(),
             Some(path) => {
@@ -681,7 +685,9 @@ impl Config {
                 parse_file(&text, &path.display().to_string())?
             }
         };
-        Config::merge(cli, file)
+        let mut cfg = Config::merge(cli, file)?;
+        cfg.source = Some(source);
+        Ok(cfg)
     }
 
     /// The configuration a config file's text gives on its own, with no
@@ -1000,6 +1006,7 @@ impl Config {
                 hosts(v)?
             },
             metrics,
+            source: None,
         })
     }
 

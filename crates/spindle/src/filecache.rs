@@ -378,7 +378,8 @@ impl OpenFileCache {
         }
     }
 
-    fn clear(&mut self) {
+    /// Drops every entry (a reload may have changed what paths name).
+    pub fn clear(&mut self) {
         if let Some(n) = &self.notify {
             for wd in self.watches.keys() {
                 n.unwatch(*wd);

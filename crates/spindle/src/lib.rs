@@ -33,5 +33,6 @@ pub mod metrics;
 pub mod net;
 pub mod perip;
 pub mod recent;
+pub mod reload;
 pub mod server;
 pub mod tls;

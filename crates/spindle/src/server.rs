@@ -181,6 +181,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 
     let cfg = Arc::new(cfg);
     let session_cfg = Arc::new(cfg.session_config());
+    let reloads = crate::reload::Shared::new(crate::reload::Reloadable {
+        cfg: cfg.clone(),
+        session_cfg: session_cfg.clone(),
+        roots: root.clone(),
+    });
     let memory = Arc::new(MemoryWatch::probe());
     let recent = Arc::new(RecentFiles::for_memory(memory.budget()));
     let registry = Arc::new(crate::metrics::Registry::new(
@@ -208,6 +213,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             tls: tls.clone(),
             root: root.clone(),
             per_ip: per_ip.clone(),
+            reload: reloads.clone(),
+            reload_gen: 0,
             cfg: cfg.clone(),
             session_cfg: session_cfg.clone(),
             log: log.clone(),
@@ -325,7 +332,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         unsafe { libc::sigwait(&sigset, &mut sig) };
         match sig {
             libc::SIGUSR1 => log.reopen(),
-            libc::SIGHUP => reload(tls.as_deref()),
+            libc::SIGHUP => reload(&reloads, tls.as_deref()),
             _ => break,
         }
     }
@@ -362,17 +369,29 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     }
 }
 
-/// SIGHUP: reads the TLS certificates and keys again. A bad file keeps the
-/// running ones, with an error line; connections already open are not
-/// touched either way. (The rest of the configuration is not reloaded yet.)
-fn reload(tls: Option<&crate::tls::Shared>) {
+/// SIGHUP: reads the command line's config file again and hands the
+/// workers what may change while running (`reload.rs`), and reads the TLS
+/// certificates and keys again. A bad file keeps the running
+/// configuration (or certificates), with an error line; connections
+/// already open are not touched either way.
+fn reload(reloads: &crate::reload::Shared, tls: Option<&crate::tls::Shared>) {
     net::sd_notify("RELOADING=1");
-    match tls {
-        None => crate::say!("spindle: got SIGHUP; nothing to reload (no TLS certificates)"),
-        Some(t) => match t.reload() {
-            Ok(()) => crate::say!("spindle: got SIGHUP; TLS certificates reloaded"),
-            Err(e) => crate::say!("spindle: got SIGHUP; {e}; keeping the certificates in use"),
-        },
+    let (_, running) = reloads.current();
+    match reloads.reload(&running.cfg) {
+        Ok(fixed) if fixed.is_empty() => {
+            crate::say!("spindle: got SIGHUP; configuration reloaded")
+        }
+        Ok(fixed) => crate::say!(
+            "spindle: got SIGHUP; configuration reloaded, but {} take effect only at a restart",
+            fixed.join(", ")
+        ),
+        Err(e) => crate::say!("spindle: got SIGHUP; {e}; keeping the running configuration"),
+    }
+    if let Some(t) = tls {
+        match t.reload() {
+            Ok(()) => crate::say!("spindle: TLS certificates reloaded"),
+            Err(e) => crate::say!("spindle: {e}; keeping the certificates in use"),
+        }
     }
     net::sd_notify("READY=1");
 }

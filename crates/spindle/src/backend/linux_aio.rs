@@ -366,6 +366,10 @@ impl Mover for LinuxAio {
         Opened::Now(epoll::open_sync(&self.root, req))
     }
 
+    fn set_roots(&mut self, roots: std::sync::Arc<Roots>) {
+        self.root = roots;
+    }
+
     fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0u64;
         loop {

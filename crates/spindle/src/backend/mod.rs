@@ -288,6 +288,10 @@ pub struct WorkerContext {
     /// on SIGHUP.
     pub tls: Option<Arc<crate::tls::Shared>>,
     pub root: Arc<Roots>,
+    /// The configuration SIGHUP publishes (`reload.rs`), and the
+    /// generation of it this worker runs.
+    pub reload: Arc<crate::reload::Shared>,
+    pub reload_gen: u64,
     /// `--max-connections-per-ip`, shared by all workers.
     pub per_ip: Option<Arc<crate::perip::PerIp>>,
     pub cfg: Arc<Config>,

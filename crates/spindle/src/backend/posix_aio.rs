@@ -60,6 +60,7 @@ const IO_THREAD_STACK: usize = 128 * 1024;
 enum JobKind {
     Open {
         req: OpenRequest,
+        roots: Arc<Roots>,
     },
     Read {
         file: OwnedFd,
@@ -85,7 +86,6 @@ pub struct Chunk {
 
 /// Where a worker's completions land.
 struct Reply {
-    root: Arc<Roots>,
     done: Mutex<Vec<(Ticket, Completion<Chunk>)>>,
     efd: OwnedFd,
 }
@@ -196,8 +196,8 @@ fn io_thread(s: &Shared) {
         };
         let Job { who, kind, reply } = job;
         match kind {
-            JobKind::Open { req } => {
-                let res = epoll::open_sync(&reply.root, &req);
+            JobKind::Open { req, roots } => {
+                let res = epoll::open_sync(&roots, &req);
                 reply.push(who, Completion::Opened(res));
             }
             JobKind::Read {
@@ -271,6 +271,8 @@ pub struct PosixAio {
     buf_waiters: VecDeque<Ticket>,
     reads_inflight: usize,
     opens_inflight: usize,
+    /// The document roots opens go beneath (replaced on a reload).
+    roots: Arc<Roots>,
     open_queue: VecDeque<(Ticket, OpenRequest)>,
     metrics: Arc<WorkerMetrics>,
 }
@@ -309,7 +311,10 @@ impl PosixAio {
         self.opens_inflight += 1;
         self.pool.submit(Job {
             who,
-            kind: JobKind::Open { req },
+            kind: JobKind::Open {
+                req,
+                roots: self.roots.clone(),
+            },
             reply: self.reply.clone(),
         });
     }
@@ -326,8 +331,8 @@ impl Mover for PosixAio {
         let pool = Pool::shared(cfg.io_threads as usize, limit)?;
         Ok(PosixAio {
             pool,
+            roots: ctx.root.clone(),
             reply: Arc::new(Reply {
-                root: ctx.root.clone(),
                 done: Mutex::new(Vec::new()),
                 efd: epoll::new_eventfd()?,
             }),
@@ -348,8 +353,12 @@ impl Mover for PosixAio {
         Some(self.reply.efd.as_raw_fd())
     }
 
+    fn set_roots(&mut self, roots: Arc<Roots>) {
+        self.roots = roots;
+    }
+
     fn open(&mut self, who: Ticket, req: &OpenRequest) -> Opened {
-        if let Some(res) = open_cached(self.reply.root.get(req.root), &req.path) {
+        if let Some(res) = open_cached(self.roots.get(req.root), &req.path) {
             return Opened::Now(res);
         }
         if self.opens_inflight < self.max_inflight {

@@ -48,6 +48,10 @@ impl Mover for Sendfile {
         Opened::Now(epoll::open_sync(&self.root, req))
     }
 
+    fn set_roots(&mut self, roots: Arc<Roots>) {
+        self.root = roots;
+    }
+
     fn pump(&mut self, _who: Ticket, sock: &mut Sock, tx: &mut Tx, _st: &mut ()) -> Progress {
         let file = tx.file.as_ref().map_or(-1, |f| f.as_raw_fd());
         match epoll::sendfile_range(sock, tx, file, self.turn) {

@@ -161,8 +161,14 @@ impl Server {
     /// Starts `spindle --backend B --listen 127.0.0.1:0 ROOT EXTRA...` and
     /// waits for its startup line, which names the port.
     // The child is waited for by `Server`'s Drop (or on the failure path).
-    #[allow(clippy::zombie_processes)]
     pub fn start(backend: &str, root: &Path, extra: &[&str]) -> Server {
+        Server::start_with(backend, Some(root), extra)
+    }
+
+    /// As [`Server::start`]; without `root`, the root comes from a
+    /// `--config` file in `extra`.
+    #[allow(clippy::zombie_processes)]
+    pub fn start_with(backend: &str, root: Option<&Path>, extra: &[&str]) -> Server {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let stderr_log =
             std::env::temp_dir().join(format!("spindle-test-{}-{n}.err", std::process::id()));
@@ -179,7 +185,7 @@ impl Server {
             .arg("--listen")
             .arg("127.0.0.1:0")
             .args(extra)
-            .arg(root)
+            .args(root)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err);

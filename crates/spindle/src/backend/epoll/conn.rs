@@ -343,6 +343,18 @@ impl<M: Mover> Worker<M> {
 
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
+        // SIGHUP: a new configuration, taken between requests (reload.rs).
+        if self.ctx.reload.generation() != self.ctx.reload_gen {
+            let (gen, r) = self.ctx.reload.current();
+            self.ctx.reload_gen = gen;
+            self.ctx.cfg = r.cfg;
+            self.ctx.session_cfg = r.session_cfg;
+            self.ctx.root = r.roots;
+            self.mover.set_roots(self.ctx.root.clone());
+            // Paths may name other files now (a new root, say).
+            self.files.clear();
+            self.rate = crate::backend::RateLimit::from_config(&self.ctx.cfg);
+        }
         // --limit-rate: the responses that used their allowance go on.
         for who in std::mem::take(&mut self.throttled) {
             let resume = self.live_conn(who).is_some_and(|c| {

@@ -43,8 +43,10 @@ pub struct Tx {
     /// The file was found to still have `resp.version` just before the
     /// body's last bytes went to the socket ([`super::last_bytes_ok`]).
     pub verified: bool,
-    /// When the response started (`--limit-rate`).
+    /// When the response started, and the `--limit-rate` it started
+    /// under (a reload applies to the next responses).
     pub started: std::time::Instant,
+    pub rate: Option<crate::backend::RateLimit>,
     /// Waiting in the worker's throttled list for the next tick.
     pub throttled: bool,
     /// Body bytes this turn may still send (`--limit-rate`; else
@@ -137,6 +139,9 @@ pub trait Mover: Sized {
     }
     /// Opens a path beneath the root, now or later.
     fn open(&mut self, who: Ticket, req: &OpenRequest) -> Opened;
+
+    /// The document roots after a reload (`reload.rs`).
+    fn set_roots(&mut self, roots: std::sync::Arc<crate::fs::Roots>);
     /// Moves bytes of `tx` to the non-blocking socket `sock`.
     fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut Self::State)
         -> Progress;

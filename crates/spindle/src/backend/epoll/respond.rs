@@ -168,6 +168,7 @@ impl<M: Mover> Worker<M> {
 
     fn start_tx(&mut self, who: Ticket, resp: Response, file: Option<Rc<OwnedFd>>) {
         let now = self.now;
+        let rate = self.rate;
         let deadline = now + self.ctx.cfg.send_timeout;
         let c = self.conn(who);
         let (off, left) = resp.file.unwrap_or((0, 0));
@@ -182,6 +183,7 @@ impl<M: Mover> Worker<M> {
             body_sent: 0,
             verified: false,
             started: now,
+            rate,
             throttled: false,
             budget: u64::MAX,
             outcome: M::OUTCOME,
@@ -202,7 +204,7 @@ impl<M: Mover> Worker<M> {
             return;
         }
         let tx = c.tx.as_mut().expect("response in progress");
-        if let Some(limit) = self.rate {
+        if let Some(limit) = tx.rate {
             // --limit-rate: a response that has used its allowance waits
             // for the next tick (on_tick pumps it again).
             tx.budget = limit.allowance(now - tx.started, tx.body_sent);

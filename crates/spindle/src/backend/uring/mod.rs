@@ -165,8 +165,10 @@ struct Tx {
     /// The file was found to still have `resp.version` just before the
     /// body's last bytes went to the socket (`Worker::last_bytes_ok`).
     verified: bool,
-    /// When the response started (`--limit-rate`).
+    /// When the response started, and the `--limit-rate` it started
+    /// under (a reload applies to the next responses).
     started: Instant,
+    rate: Option<crate::backend::RateLimit>,
     /// Waiting in `Worker::throttled` for the next tick.
     throttled: bool,
 }

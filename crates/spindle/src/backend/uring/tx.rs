@@ -58,6 +58,7 @@ impl Worker {
         let send_timeout = self.ctx.cfg.send_timeout;
         let zero_copy = self.ctx.cfg.sendfile;
         let now = self.now;
+        let rate = self.rate;
         let c = self.conn(slot);
         c.phase = Phase::Sending;
         c.deadline = now + send_timeout;
@@ -91,6 +92,7 @@ impl Worker {
             unmappable: false,
             verified: false,
             started: now,
+            rate,
             throttled: false,
         });
         self.pump(slot);
@@ -126,7 +128,7 @@ impl Worker {
         }
         // --limit-rate: a response that has used its allowance waits for
         // the next tick (on_tick pumps it again).
-        if let Some(limit) = self.rate {
+        if let Some(limit) = tx.rate {
             if (tx.file_left > 0 || buffered)
                 && limit.allowance(self.now - tx.started, tx.body_sent) == 0
             {
@@ -157,7 +159,7 @@ impl Worker {
             let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
             // Under --limit-rate, no more than the allowance (the rest of
             // the buffer goes on a later turn).
-            let len = match self.rate {
+            let len = match tx.rate {
                 Some(limit) => {
                     let body_in =
                         p.len() - tx.resp.head.len().saturating_sub(tx.head_sent).min(p.len());
@@ -332,7 +334,7 @@ impl Worker {
                 return true;
             }
             let mut n = chunk.min(tx.file_left).min(SENDFILE_CALL);
-            if let Some(limit) = self.rate {
+            if let Some(limit) = tx.rate {
                 match limit.allowance(self.now - tx.started, tx.body_sent) {
                     0 => {
                         // Used up: wait for the next tick (see pump).
