@@ -308,6 +308,23 @@ pub struct WorkerContext {
     pub ready: Sender<Result<(), String>>,
 }
 
+impl WorkerContext {
+    /// Takes the configuration a SIGHUP published, if there is a newer one
+    /// than this worker runs (one atomic load otherwise). `true`: the
+    /// caller drops what depended on the old one.
+    pub fn take_reload(&mut self) -> bool {
+        if self.reload.generation() == self.reload_gen {
+            return false;
+        }
+        let (gen, r) = self.reload.current();
+        self.reload_gen = gen;
+        self.cfg = r.cfg;
+        self.session_cfg = r.session_cfg;
+        self.root = r.roots;
+        true
+    }
+}
+
 /// Set when the server should drain and stop; the eventfd becomes readable
 /// at the same moment, so an event loop can wait on it.
 #[derive(Clone)]

@@ -344,12 +344,7 @@ impl<M: Mover> Worker<M> {
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
         // SIGHUP: a new configuration, taken between requests (reload.rs).
-        if self.ctx.reload.generation() != self.ctx.reload_gen {
-            let (gen, r) = self.ctx.reload.current();
-            self.ctx.reload_gen = gen;
-            self.ctx.cfg = r.cfg;
-            self.ctx.session_cfg = r.session_cfg;
-            self.ctx.root = r.roots;
+        if self.ctx.take_reload() {
             self.mover.set_roots(self.ctx.root.clone());
             // Paths may name other files now (a new root, say).
             self.files.clear();

@@ -623,12 +623,7 @@ impl Worker {
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
         // SIGHUP: a new configuration, taken between requests (reload.rs).
-        if self.ctx.reload.generation() != self.ctx.reload_gen {
-            let (gen, r) = self.ctx.reload.current();
-            self.ctx.reload_gen = gen;
-            self.ctx.cfg = r.cfg;
-            self.ctx.session_cfg = r.session_cfg;
-            self.ctx.root = r.roots;
+        if self.ctx.take_reload() {
             // Paths may name other files now (a new root, say).
             self.files.clear();
             self.rate = crate::backend::RateLimit::from_config(&self.ctx.cfg);
