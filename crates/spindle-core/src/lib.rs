@@ -16,6 +16,7 @@
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
 //! - [`encoding`]: `Accept-Encoding` negotiation for precompressed sidecars.
+//! - [`listing`]: directory listings (`--autoindex`): HTML and JSON.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
 //!   body discarding).
 //! - [`accesslog`]: Combined Log Format lines.
@@ -26,6 +27,7 @@ pub mod accesslog;
 pub mod date;
 pub mod encoding;
 pub mod limits;
+pub mod listing;
 pub mod path;
 pub mod proxy;
 pub mod request;
@@ -33,5 +35,6 @@ pub mod response;
 pub mod session;
 
 pub use encoding::Encoding;
+pub use listing::Listing;
 pub use response::{FileMeta, Response};
-pub use session::{OpenError, OpenRequest, Session, SessionConfig, Step};
+pub use session::{ListRequest, OpenError, OpenRequest, Session, SessionConfig, Step};

@@ -52,6 +52,8 @@ pub struct Request {
     pub if_range: Option<Vec<u8>>,
     /// Kept for precompressed sidecars (see `encoding`).
     pub accept_encoding: Option<Vec<u8>>,
+    /// Kept for directory listings: HTML or JSON (see `listing`).
+    pub accept: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
     /// Bytes of the head, including the final blank line.
@@ -176,6 +178,7 @@ pub fn parse_reusing(
         range: None,
         if_range: None,
         accept_encoding: None,
+        accept: None,
         referer: None,
         user_agent: None,
         head_len,
@@ -224,6 +227,8 @@ pub fn parse_reusing(
             r.if_range = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"accept-encoding") {
             append_list(&mut r.accept_encoding, v);
+        } else if name.eq_ignore_ascii_case(b"accept") {
+            append_list(&mut r.accept, v);
         } else if name.eq_ignore_ascii_case(b"referer") {
             r.referer = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"user-agent") {

@@ -175,6 +175,9 @@ pub struct Cli {
     /// Serve files and directories whose names start with a dot
     #[arg(long)]
     pub dotfiles: bool,
+    /// List a directory that has no index.html (HTML, or JSON for `Accept: application/json`) [default: off]
+    #[arg(long)]
+    pub autoindex: bool,
     /// Open descriptors of hot files kept per worker; 0 disables [default: 10000, bounded by the fd limit]
     #[arg(long, value_name = "N")]
     pub open_file_cache: Option<usize>,
@@ -236,6 +239,7 @@ struct FileConfig {
     max_connections: Option<u32>,
     max_header_size: Option<usize>,
     dotfiles: Option<bool>,
+    autoindex: Option<bool>,
     open_file_cache: Option<usize>,
     open_file_cache_valid: Option<f64>,
     small_file_cache: Option<SizeValue>,
@@ -283,6 +287,8 @@ pub struct Config {
     pub max_connections: u32,
     pub max_header_size: usize,
     pub dotfiles: bool,
+    /// List directories without an index file (`lister.rs`).
+    pub autoindex: bool,
     pub open_file_cache: usize,
     pub open_file_cache_valid: Duration,
     pub small_file_cache: u64,
@@ -680,6 +686,7 @@ impl Config {
             max_connections,
             max_header_size,
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
+            autoindex: cli.autoindex || file.autoindex.unwrap_or(false),
             open_file_cache,
             open_file_cache_valid: secs(
                 "open-file-cache-valid",
@@ -720,6 +727,7 @@ impl Config {
                 .max_header_size
                 .min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
             allow_dotfiles: self.dotfiles,
+            autoindex: self.autoindex,
             extra_headers: self.extra_headers.clone(),
             precompressed: self.precompressed.clone(),
             boundary_seed: std::hash::BuildHasher::hash_one(

@@ -155,6 +155,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let memory = Arc::new(MemoryWatch::probe());
     let recent = Arc::new(RecentFiles::for_memory(memory.budget()));
     let flag = Arc::new(AtomicBool::new(false));
+    let lister = if cfg.autoindex {
+        Some(crate::lister::Pool::start(root.clone())?)
+    } else {
+        None
+    };
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -182,6 +187,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
                 flag: flag.clone(),
                 eventfd: efd.as_raw_fd(),
             },
+            lister: lister.clone(),
             ready: ready_tx.clone(),
         };
         eventfds.push(efd);

@@ -207,6 +207,8 @@ pub struct WorkerContext {
     /// Whether the page cache has room (refreshed by worker 0's tick).
     pub memory: Arc<MemoryWatch>,
     pub shutdown: ShutdownSignal,
+    /// The helpers that read directories (`--autoindex`; `lister.rs`).
+    pub lister: Option<Arc<crate::lister::Pool>>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

@@ -155,6 +155,7 @@ impl<M: Mover> Worker<M> {
             waiting: false,
             lingered: 0,
             tls,
+            listing: false,
         });
         self.live += 1;
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types};
 use spindle_core::response::FileKind;
-use spindle_core::{OpenError, OpenRequest, Session, Step};
+use spindle_core::{ListRequest, OpenError, OpenRequest, Session, Step};
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Phase, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
@@ -155,6 +155,7 @@ impl Worker {
             dev: 0,
             disk_waiting: false,
             tls,
+            listing: false,
         });
         self.live += 1;
         if self.live >= self.max_conns {
@@ -200,6 +201,7 @@ impl Worker {
                 self.arm_recv(slot);
             }
             Step::Open(req) => self.open_step(slot, req),
+            Step::List(_) => unreachable!("next() never lists"),
             Step::Respond(resp) => self.start_tx(slot, resp),
             Step::Close => {
                 // HTTPS closes gracefully: close_notify, then the FIN, then
@@ -449,6 +451,10 @@ impl Worker {
                 self.open_step(slot, next);
                 return;
             }
+            Step::List(list) => {
+                self.list_step(slot, list);
+                return;
+            }
             other => unreachable!("opened() gave {other:?}"),
         };
         let mut first_use = false;
@@ -481,6 +487,57 @@ impl Worker {
             c.first_use = first_use && resp.parts.is_empty();
         }
         self.start_tx(slot, resp);
+    }
+
+    /// Lists a directory the session asked for: from the worker's cache,
+    /// or by the helpers (`crate::lister`), whose answer `on_listed` takes.
+    fn list_step(&mut self, slot: u32, req: ListRequest) {
+        let now = self.now;
+        let gen = self.conn(slot).gen;
+        let lists = self.lists.as_mut().expect("autoindex on");
+        if let Some(l) = lists.lookup(&req, now) {
+            self.respond_listed(slot, Ok(&l));
+            return;
+        }
+        if !lists.request(&req, (slot, gen)) {
+            self.respond_listed(slot, Err(OpenError::Busy));
+            return;
+        }
+        let c = self.conn(slot);
+        c.phase = Phase::Opening;
+        c.listing = true;
+        self.arm_recv(slot);
+    }
+
+    fn respond_listed(&mut self, slot: u32, result: Result<&spindle_core::Listing, OpenError>) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(slot);
+        c.listing = false;
+        match c.session.listed(&cfg, result) {
+            Step::Respond(r) => self.start_tx(slot, r),
+            other => unreachable!("listed() gave {other:?}"),
+        }
+    }
+
+    /// Listings the helpers finished: each to the connections still
+    /// waiting for it.
+    pub(super) fn on_listed(&mut self) {
+        let now = self.now;
+        let Some(lists) = self.lists.as_mut() else {
+            return;
+        };
+        let done = lists.take_done(now);
+        for (waiters, result) in done {
+            for (slot, gen) in waiters {
+                let waiting = matches!(
+                    self.conns.get(slot as usize),
+                    Some(Some(c)) if c.gen == gen && c.listing && c.phase == Phase::Opening
+                );
+                if waiting {
+                    self.respond_listed(slot, result.as_deref().map_err(|e| *e));
+                }
+            }
+        }
     }
 
     // ----- closing --------------------------------------------------------

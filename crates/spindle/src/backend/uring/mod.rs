@@ -233,6 +233,9 @@ struct Conn {
     /// HTTPS: the connection's TLS session (`tls.rs`); boxed, so that the
     /// records a `SEND` is sending do not move with the slot vector.
     tls: Option<Box<tls::TlsState>>,
+    /// Waiting (in `Phase::Opening`) for a directory listing from the
+    /// helpers (`crate::lister`).
+    listing: bool,
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in
@@ -299,6 +302,11 @@ struct Worker {
     rearm: Vec<u32>,
     warned_emfile: bool,
     files: OpenFileCache,
+    /// Directory listings (`--autoindex`): jobs out, the cache, and a
+    /// `READ` on the mailbox's eventfd (`Op::Listed`) into `list_buf`.
+    lists: Option<crate::lister::Lists<(u32, u32)>>,
+    listed_armed: bool,
+    list_buf: Box<u64>,
 }
 
 /// Runs one io_uring worker until shutdown.
