@@ -328,11 +328,7 @@ fn a_huge_directory_does_not_hold_other_clients() {
     for i in 0..N {
         std::fs::File::create(big.join(format!("entry-with-a-longish-name-{i:06}"))).unwrap();
     }
-    let backends: Vec<String> = backends()
-        .into_iter()
-        .filter(|b| b == "io-uring" || b == "posix-aio")
-        .collect();
-    for b in backends {
+    for b in backends() {
         let srv = Server::start(&b, &root.dir, &["--autoindex", "--workers", "1"]);
         let addr = srv.addr;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -376,9 +372,11 @@ fn a_huge_directory_does_not_hold_other_clients() {
             r.body.len()
         );
         assert!(n > 5, "{b}: the small client got {n} answers meanwhile");
+        // Read on the worker, the directory would hold the small client
+        // for about as long as the listing took.
         assert!(
-            worst < Duration::from_millis(500),
-            "{b}: a small file took {worst:?} while the listing was read"
+            worst < Duration::from_millis(500) && worst < took / 3,
+            "{b}: a small file took {worst:?} while the listing was read ({took:?})"
         );
     }
 }

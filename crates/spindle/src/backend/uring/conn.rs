@@ -635,6 +635,13 @@ impl Worker {
             // One file read per tick, for every worker (memory.rs).
             self.ctx.memory.refresh();
         }
+        if self.lists.is_some() && !self.listed_armed {
+            // The eventfd's READ failed (it is armed again after every
+            // completion otherwise): look for finished listings by the
+            // tick instead, and try the READ again.
+            self.arm_listed();
+            self.on_listed();
+        }
         if self.accept_resume.is_some_and(|t| now >= t) {
             self.accept_resume = None;
             self.warned_emfile = false;
