@@ -17,6 +17,7 @@
 //! - [`response`]: status, headers, conditional requests and ranges.
 //! - [`rules`]: Cache-Control, header fields and Content-Type by path glob.
 //! - [`encoding`]: `Accept-Encoding` negotiation for precompressed sidecars.
+//! - [`listing`]: directory listings (`--autoindex`): HTML and JSON.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
 //!   body discarding).
 //! - [`accesslog`]: Combined Log Format lines.
@@ -27,6 +28,7 @@ pub mod accesslog;
 pub mod date;
 pub mod encoding;
 pub mod limits;
+pub mod listing;
 pub mod path;
 pub mod proxy;
 pub mod request;
@@ -35,5 +37,6 @@ pub mod rules;
 pub mod session;
 
 pub use encoding::Encoding;
+pub use listing::Listing;
 pub use response::{FileMeta, Response};
-pub use session::{OpenError, OpenRequest, Session, SessionConfig, Step};
+pub use session::{ListRequest, OpenError, OpenRequest, Session, SessionConfig, Step};

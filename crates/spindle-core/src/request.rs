@@ -54,6 +54,8 @@ pub struct Request {
     pub accept_encoding: Option<Vec<u8>>,
     /// The `Host` field's value (for virtual hosts).
     pub host: Option<Vec<u8>>,
+    /// Kept for directory listings: HTML or JSON (see `listing`).
+    pub accept: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
     /// Bytes of the head, including the final blank line.
@@ -182,6 +184,7 @@ pub fn parse_reusing(
         if_range: None,
         accept_encoding: None,
         host: None,
+        accept: None,
         referer: None,
         user_agent: None,
         head_len,
@@ -234,6 +237,8 @@ pub fn parse_reusing(
             r.if_range = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"accept-encoding") {
             append_list(&mut r.accept_encoding, v);
+        } else if name.eq_ignore_ascii_case(b"accept") {
+            append_list(&mut r.accept, v);
         } else if name.eq_ignore_ascii_case(b"referer") {
             r.referer = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"user-agent") {

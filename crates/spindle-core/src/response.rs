@@ -333,6 +333,65 @@ pub fn etag(meta: &FileMeta) -> String {
     tag
 }
 
+/// The response for a directory listing (`--autoindex`): the rendered
+/// body from memory, its hash as a strong `ETag` (`If-None-Match` gives
+/// 304, `If-Match` 412), `Vary: Accept` (HTML or JSON) and
+/// `Cache-Control: no-cache`, so caches revalidate it. No
+/// `Last-Modified`: a directory's time does not change when an entry is
+/// written, so only the tag can say whether the listing did. Ranges are
+/// not offered.
+pub(crate) fn for_listing(req: &Request, listing: &crate::listing::Listing, ctx: &Ctx) -> Response {
+    let tag = listing.etag.as_str();
+    if req
+        .if_match
+        .as_ref()
+        .is_some_and(|v| !etag_list_matches(v, tag, true))
+    {
+        return error(412, ctx, &[]);
+    }
+    let not_modified = req
+        .if_none_match
+        .as_ref()
+        .is_some_and(|v| etag_list_matches(v, tag, false));
+    let status = if not_modified { 304 } else { 200 };
+    let mut h = Head::new(status, ctx);
+    if !not_modified {
+        h.header(
+            "Content-Type",
+            match listing.format {
+                crate::listing::Format::Html => "text/html; charset=utf-8",
+                crate::listing::Format::Json => "application/json",
+            },
+        )
+        .header_u64("Content-Length", listing.body.len() as u64);
+    }
+    h.header("ETag", tag)
+        .header("Vary", "Accept")
+        .header("Cache-Control", "no-cache");
+    if listing.truncated {
+        h.header("Listing-Truncated", "true");
+    }
+    let mut head = h.finish(ctx);
+    let send_body = !not_modified && !ctx.head_only;
+    if send_body {
+        head.extend_from_slice(&listing.body);
+    }
+    Response {
+        status,
+        head,
+        file: None,
+        version: None,
+        keep_alive: ctx.keep_alive,
+        body_len: if send_body {
+            listing.body.len() as u64
+        } else {
+            0
+        },
+        parts: Vec::new(),
+        continued: false,
+    }
+}
+
 /// Which representation of a resource a file response carries.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Representation {

@@ -13,6 +13,10 @@
 //! itself again if none will do); the session stays in `AwaitOpen` until
 //! it responds.
 //!
+//! With `autoindex` on, `opened()` answers a directory request whose
+//! index file was not found with [`Step::List`]; the session then waits in
+//! `AwaitList` for [`Session::listed`], which responds.
+//!
 //! Pipelined requests wait in the input buffer and are parsed one at a
 //! time, after the previous response has been handed back with
 //! [`Session::sent`], so responses always go out in request order.
@@ -28,6 +32,7 @@ use std::sync::Arc;
 
 use crate::encoding::{self, Encoding};
 use crate::limits;
+use crate::listing;
 use crate::path::{self, PathError};
 use crate::proxy;
 use crate::request::{self, BodyFraming, Method, Parsed, Request};
@@ -64,6 +69,9 @@ pub struct SessionConfig {
     /// them is served from the server's root (0), as nginx's default
     /// server.
     pub hosts: Vec<(Vec<u8>, u16)>,
+    /// List a directory whose index file is missing (`--autoindex`):
+    /// [`Step::List`] instead of a 404.
+    pub autoindex: bool,
 }
 
 impl SessionConfig {
@@ -128,6 +136,7 @@ impl Default for SessionConfig {
             error_pages: Vec::new(),
             charset: "utf-8".into(),
             hosts: Vec::new(),
+            autoindex: false,
         }
     }
 }
@@ -156,6 +165,32 @@ impl OpenRequest {
         k.extend_from_slice(&self.root.to_le_bytes());
         k.extend_from_slice(self.path.as_bytes());
         std::borrow::Cow::Owned(k)
+    }
+}
+
+/// A directory the driver must list (`--autoindex`): open it beneath the
+/// root as it opens files, read its entries (at most
+/// [`listing::MAX_ENTRIES`], without blocking its event loop), render them
+/// with [`listing::render`], then call [`Session::listed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRequest {
+    /// Relative path of the directory: `.` for the root, else as in
+    /// [`OpenRequest::path`].
+    pub path: CString,
+    /// The representation the client asked for (`Accept`).
+    pub format: listing::Format,
+    /// Which document root, as [`OpenRequest::root`].
+    pub root: u16,
+}
+
+impl ListRequest {
+    /// The directory's path as [`listing::render`] wants it: empty for
+    /// the root.
+    pub fn dir(&self) -> &[u8] {
+        match self.path.as_bytes() {
+            b"." => b"",
+            p => p,
+        }
     }
 }
 
@@ -192,6 +227,9 @@ pub enum Step {
     NeedInput,
     /// Open this path, then call [`Session::opened`].
     Open(OpenRequest),
+    /// List this directory, then call [`Session::listed`] (only from
+    /// [`Session::opened`], with `autoindex` on).
+    List(ListRequest),
     /// Transmit this response, then call [`Session::sent`].
     Respond(Response),
     /// Close the connection (after a lingering close, if the peer may
@@ -215,6 +253,7 @@ enum State {
     AwaitProxy,
     Reading,
     AwaitOpen,
+    AwaitList,
     AwaitSent {
         keep_alive: bool,
     },
@@ -262,6 +301,8 @@ pub struct Session {
     /// Over a connection limit: the first request gets a 503, then the
     /// connection closes (`Session::over_limit`).
     over_limit: bool,
+    /// The current request names a directory (its target ends in `/`).
+    dir_request: bool,
 }
 
 /// Whether `m` is a regular file at least as new as `src` (a sidecar
@@ -307,6 +348,7 @@ impl Session {
             error_page: None,
             root: 0,
             over_limit: false,
+            dir_request: false,
         }
     }
 
@@ -387,7 +429,7 @@ impl Session {
     pub fn closes_after_response(&self) -> bool {
         match self.state {
             State::Closed | State::AwaitSent { keep_alive: false } => true,
-            State::AwaitOpen => !self.current_keep_alive,
+            State::AwaitOpen | State::AwaitList => !self.current_keep_alive,
             State::AwaitProxy | State::Reading | State::AwaitSent { keep_alive: true } => false,
         }
     }
@@ -442,7 +484,7 @@ impl Session {
     pub fn next(&mut self, cfg: &SessionConfig) -> Step {
         match self.state {
             State::Closed => return Step::Close,
-            State::AwaitOpen | State::AwaitSent { .. } => {
+            State::AwaitOpen | State::AwaitList | State::AwaitSent { .. } => {
                 debug_assert!(false, "next() called while a step is outstanding");
                 return Step::NeedInput;
             }
@@ -565,6 +607,7 @@ impl Session {
             Ok(resolved) => {
                 // NUL bytes were refused by `resolve`, so this cannot fail.
                 let path = CString::new(resolved.rel).expect("path has no NUL");
+                self.dir_request = resolved.is_dir_request;
                 self.current_keep_alive = keep_alive;
                 self.current = Some(req);
                 self.state = State::AwaitOpen;
@@ -619,6 +662,23 @@ impl Session {
             }
             // No search, or its end: the resource's own open, again.
             _ => {}
+        }
+        if cfg.autoindex && self.dir_request && result == Err(OpenError::NotFound) {
+            // No index file: the directory's listing instead (a file
+            // where the directory should be fails the list with 404).
+            if let Some(dir) = open_path.path.as_bytes().strip_suffix(path::INDEX_FILE) {
+                let dir = dir.strip_suffix(b"/").unwrap_or(dir);
+                let req = self.current.as_ref().expect("current request");
+                let format = crate::listing::negotiate(req.accept.as_deref());
+                let path = CString::new(if dir.is_empty() { &b"."[..] } else { dir })
+                    .expect("path has no NUL");
+                self.state = State::AwaitList;
+                return Step::List(ListRequest {
+                    path,
+                    format,
+                    root: self.root,
+                });
+            }
         }
         let rel_path = chosen
             .as_ref()
@@ -684,6 +744,34 @@ impl Session {
                 }
                 _ => response::error(404, &ctx, &[]),
             },
+            Err(OpenError::NotFound) => response::error(404, &ctx, &[]),
+            Err(OpenError::Forbidden) => response::error(403, &ctx, &[]),
+            Err(OpenError::Busy) => response::error(503, &ctx, &[("Retry-After", "1")]),
+            Err(OpenError::Other) => response::error(500, &ctx, &[]),
+        };
+        self.last_req = Some(req);
+        self.finish(resp)
+    }
+
+    /// The driver's answer to [`Step::List`]: the rendered listing (see
+    /// [`listing::render`]), or why the directory could not be listed
+    /// (not found or not a directory: 404; EACCES: 403; ...). Always a
+    /// [`Step::Respond`], whose body is in memory.
+    pub fn listed(
+        &mut self,
+        cfg: &SessionConfig,
+        result: Result<&listing::Listing, OpenError>,
+    ) -> Step {
+        assert_eq!(self.state, State::AwaitList, "listed() without Step::List");
+        let req = self.current.take().expect("current request");
+        let ctx = self.ctx(
+            cfg,
+            self.current_keep_alive,
+            req.minor_version == 0,
+            req.method == Method::Head,
+        );
+        let resp = match result {
+            Ok(l) => response::for_listing(&req, l, &ctx),
             Err(OpenError::NotFound) => response::error(404, &ctx, &[]),
             Err(OpenError::Forbidden) => response::error(403, &ctx, &[]),
             Err(OpenError::Busy) => response::error(503, &ctx, &[("Retry-After", "1")]),
@@ -1354,6 +1442,86 @@ mod tests {
     }
 
     #[test]
+    fn autoindex_lists_a_directory_without_index() {
+        use crate::listing::{render, Entry, Format};
+        let on = SessionConfig {
+            autoindex: true,
+            ..SessionConfig::default()
+        };
+        let ask = |cfg: &SessionConfig, target: &str, extra: &str| {
+            let mut s = Session::new();
+            let extra = if extra.is_empty() {
+                String::new()
+            } else {
+                format!("{extra}\r\n")
+            };
+            s.feed(format!("GET {target} HTTP/1.1\r\nHost: x\r\n{extra}\r\n").as_bytes());
+            let Step::Open(o) = s.next(cfg) else { panic!() };
+            let step = s.opened(cfg, &o, Err(OpenError::NotFound));
+            (s, step)
+        };
+        // Off by default: 404.
+        let (_, st) = ask(&SessionConfig::default(), "/d/", "");
+        assert_eq!(st.into_response().unwrap().status, 404);
+        // Only for a directory request.
+        let (_, st) = ask(&on, "/d/index.html", "");
+        assert_eq!(st.into_response().unwrap().status, 404);
+        let (_, st) = ask(&on, "/", "");
+        let Step::List(l) = st else { panic!() };
+        assert_eq!(
+            (l.path.as_bytes(), l.dir(), l.format),
+            (&b"."[..], &b""[..], Format::Html)
+        );
+        let (mut s, st) = ask(&on, "/a/b/", "Accept: application/json");
+        let Step::List(l) = st else { panic!() };
+        assert_eq!((l.dir(), l.format), (&b"a/b"[..], Format::Json));
+        let entries = vec![Entry {
+            name: b"f".to_vec(),
+            kind: FileKind::Regular,
+            size: 1,
+            mtime_sec: 0,
+        }];
+        let listing = render(l.dir(), entries, false, l.format, false);
+        let r = s.listed(&on, Ok(&listing)).into_response().unwrap();
+        let h = head_str(&r);
+        assert_eq!(r.status, 200);
+        assert!(h.contains("Content-Type: application/json\r\n"), "{h}");
+        assert!(h.contains("Vary: Accept\r\n"), "{h}");
+        assert!(h.ends_with(std::str::from_utf8(&listing.body).unwrap()));
+        assert!(r.file.is_none());
+        s.sent();
+        // If-None-Match: 304 without a body; HEAD: no body.
+        let (mut s, _) = ask(
+            &on,
+            "/a/b/",
+            &format!(
+                "If-None-Match: {}\r\nAccept: application/json",
+                listing.etag
+            ),
+        );
+        let r = s.listed(&on, Ok(&listing)).into_response().unwrap();
+        assert_eq!((r.status, r.body_len), (304, 0));
+        assert!(head_str(&r).contains(&format!("ETag: {}\r\n", listing.etag)));
+        let mut s = Session::new();
+        s.feed(b"HEAD /a/ HTTP/1.1\r\nHost: x\r\n\r\n");
+        let Step::Open(o) = s.next(&on) else { panic!() };
+        assert!(matches!(
+            s.opened(&on, &o, Err(OpenError::NotFound)),
+            Step::List(_)
+        ));
+        let r = s.listed(&on, Ok(&listing)).into_response().unwrap();
+        assert_eq!((r.status, r.body_len), (200, 0));
+        assert!(head_str(&r).ends_with("\r\n\r\n"));
+        // A directory that cannot be read.
+        let (mut s, _) = ask(&on, "/locked/", "");
+        let r = s
+            .listed(&on, Err(OpenError::Forbidden))
+            .into_response()
+            .unwrap();
+        assert_eq!(r.status, 403);
+    }
+
+    #[test]
     fn conditionals() {
         let cfg = SessionConfig::default();
         let tag = response::etag(&meta(5));
@@ -1456,6 +1624,7 @@ mod tests {
                             }
                             s.sent();
                         }
+                        Step::List(_) => panic!("next() gave a listing"),
                         Step::Respond(r) => {
                             assert!(r.head.starts_with(b"HTTP/1.1 "));
                             s.sent();

@@ -27,7 +27,8 @@ fn num(data: &[u8], at: usize, len: usize) -> u64 {
 /// played from the input too (what each open finds).
 ///
 /// Input: byte 0 sets the configuration (dotfiles, a small header limit,
-/// a request cap, precompressed sidecars, error pages),
+/// a request cap, precompressed sidecars, error pages, autoindex; a
+/// listing is rendered by the core from names drawn from the seed),
 /// bytes 1-2 seed the split of the stream into pieces, bytes 3-10 seed
 /// what each open finds; the rest is the byte stream from the client.
 ///
@@ -62,6 +63,7 @@ pub fn session(data: &[u8]) {
         } else {
             Vec::new()
         },
+        autoindex: conf & 32 != 0,
         ..SessionConfig::default()
     };
     let mut s = Session::new();
@@ -93,6 +95,22 @@ pub fn session(data: &[u8]) {
                     match s.opened(&cfg, &req, found) {
                         Step::Respond(resp) => break (resp, found),
                         Step::Open(next) => req = next,
+                        Step::List(list) => {
+                            assert!(cfg.autoindex, "a listing with autoindex off");
+                            assert_eq!(
+                                found,
+                                Err(OpenError::NotFound),
+                                "a listing of a found index"
+                            );
+                            let index = req.path.as_bytes();
+                            assert!(index.ends_with(spindle_core::path::INDEX_FILE));
+                            if list.path.as_bytes() != b"." {
+                                check_path(list.path.as_bytes(), cfg.allow_dotfiles);
+                            }
+                            world = xorshift(world);
+                            let resp = listed(&mut s, &cfg, &list, world);
+                            break (resp, Err(OpenError::NotFound));
+                        }
                         other => panic!("opened() gave {other:?}"),
                     }
                 };
@@ -101,6 +119,7 @@ pub fn session(data: &[u8]) {
                 served += 1;
                 assert_eq!(s.served(), served, "a response counted twice or not at all");
             }
+            Step::List(_) => panic!("next() gave a listing"),
             Step::Respond(resp) => {
                 check_response(&s, &resp, None);
                 s.sent();
@@ -118,6 +137,57 @@ fn xorshift(mut x: u64) -> u64 {
     x ^= x >> 7;
     x ^= x << 17;
     x
+}
+
+/// The driver's answer to a listing, from the input's seed: an error, or
+/// a few entries with arbitrary names (escaping, UTF-8) rendered by the
+/// core; checks that the body is what was rendered, and well-formed JSON
+/// where it should be.
+fn listed(
+    s: &mut Session,
+    cfg: &SessionConfig,
+    list: &spindle_core::ListRequest,
+    mut w: u64,
+) -> spindle_core::Response {
+    use spindle_core::listing::{render, Entry, Format};
+    if w & 7 == 0 {
+        let e = [OpenError::NotFound, OpenError::Forbidden, OpenError::Busy][(w >> 3) as usize % 3];
+        return s.listed(cfg, Err(e)).into_response().expect("a response");
+    }
+    let mut entries = Vec::new();
+    for _ in 0..(w >> 3) % 6 {
+        w = xorshift(w);
+        let name: Vec<u8> = (0..1 + w % 7)
+            .map(|i| b"a<\"&%\n\xff.\x7f/b"[((w >> (8 * i)) % 11) as usize])
+            .collect();
+        entries.push(Entry {
+            name,
+            kind: if w & 1 == 0 {
+                FileKind::Regular
+            } else {
+                FileKind::Directory
+            },
+            size: w >> 20,
+            mtime_sec: (w >> 30) as i64 - (1 << 30),
+        });
+    }
+    let l = render(
+        list.dir(),
+        entries,
+        w & 2 != 0,
+        list.format,
+        cfg.allow_dotfiles,
+    );
+    assert!(l.etag.starts_with('"') && l.etag.ends_with('"'));
+    if list.format == Format::Json {
+        assert!(l.body.starts_with(b"[") && l.body.ends_with(b"]\n"));
+        assert!(std::str::from_utf8(&l.body).is_ok(), "JSON not UTF-8");
+    }
+    let resp = s.listed(cfg, Ok(&l)).into_response().expect("a response");
+    if resp.status == 200 && s.log_info().method != "HEAD" {
+        assert!(resp.head.ends_with(&l.body), "the listing is the body");
+    }
+    resp
 }
 
 /// What an open finds, from the input's seed: mostly regular files of
@@ -455,6 +525,7 @@ pub fn tls(data: &[u8]) {
                     let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
                     s.sent();
                 }
+                Step::List(_) => unreachable!("autoindex is off"),
                 Step::Respond(resp) => {
                     let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
                     s.sent();

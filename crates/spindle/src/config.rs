@@ -187,6 +187,9 @@ pub struct Cli {
     /// Serve files and directories whose names start with a dot
     #[arg(long)]
     pub dotfiles: bool,
+    /// List a directory that has no index.html (HTML, or JSON for `Accept: application/json`) [default: off]
+    #[arg(long)]
+    pub autoindex: bool,
     /// Open descriptors of hot files kept per worker; 0 disables [default: 10000, bounded by the fd limit]
     #[arg(long, value_name = "N")]
     pub open_file_cache: Option<usize>,
@@ -264,6 +267,7 @@ struct FileConfig {
     limit_rate: Option<SizeValue>,
     limit_rate_after: Option<SizeValue>,
     dotfiles: Option<bool>,
+    autoindex: Option<bool>,
     open_file_cache: Option<usize>,
     open_file_cache_valid: Option<f64>,
     small_file_cache: Option<SizeValue>,
@@ -353,6 +357,8 @@ pub struct Config {
     pub limit_rate: u64,
     pub limit_rate_after: u64,
     pub dotfiles: bool,
+    /// List directories without an index file (`lister.rs`).
+    pub autoindex: bool,
     pub open_file_cache: usize,
     pub open_file_cache_valid: Duration,
     pub small_file_cache: u64,
@@ -942,6 +948,7 @@ impl Config {
                     .unwrap_or_default(),
             },
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
+            autoindex: cli.autoindex || file.autoindex.unwrap_or(false),
             open_file_cache,
             open_file_cache_valid: secs(
                 "open-file-cache-valid",
@@ -1022,6 +1029,7 @@ impl Config {
                 .max_header_size
                 .min(spindle_core::limits::DEFAULT_MAX_REQUEST_LINE),
             allow_dotfiles: self.dotfiles,
+            autoindex: self.autoindex,
             extra_headers: self.extra_headers.clone(),
             precompressed: self.precompressed.clone(),
             error_pages: self.error_pages.clone(),

@@ -337,6 +337,144 @@ pub fn page_size() -> usize {
     })
 }
 
+/// A directory read for a listing (`--autoindex`): its descriptor, kept
+/// open for the inotify watch, and its entries.
+pub struct DirRead {
+    pub fd: OwnedFd,
+    pub entries: Vec<spindle_core::listing::Entry>,
+    /// Reading stopped at [`spindle_core::listing::MAX_ENTRIES`].
+    pub truncated: bool,
+}
+
+/// Opens directory `rel` beneath the root (the files' `openat2` rules),
+/// calls `opened` with its descriptor (to watch it before it is read), and
+/// reads the entries `keep` accepts, with the kind, size and modification
+/// time of each (`fstatat`; a symlink is opened beneath the root and
+/// `fstat`ed, and left out, as it would not be served, when it leads
+/// outside or nowhere; FIFOs, sockets and devices are left out too).
+/// Blocks on the disk: for a helper thread, never an event loop.
+pub fn read_dir_beneath(
+    root: &Root,
+    rel: &CStr,
+    opened: impl FnOnce(RawFd),
+    keep: impl Fn(&[u8]) -> bool,
+) -> io::Result<DirRead> {
+    use spindle_core::listing::{Entry, MAX_ENTRIES};
+    // SAFETY: an all-zero open_how is valid (mode 0, no flags).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    how.resolve = RESOLVE_FLAGS;
+    // SAFETY: `rel` is NUL-terminated and `how` a live struct of the size
+    // passed; the kernel only reads them during the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.fd(),
+            rel.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat2 returned a new descriptor that nothing else owns.
+    let dir = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    opened(dir.as_raw_fd());
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    #[repr(C, align(8))]
+    struct Buf([u8; 64 * 1024]);
+    let mut buf = Box::new(Buf([0; 64 * 1024]));
+    'read: loop {
+        // SAFETY: `buf` is a live, writable buffer of the length passed.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.0.as_mut_ptr(),
+                buf.0.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            break;
+        }
+        let n = n as usize;
+        let mut at = 0;
+        // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16,
+        // d_type u8, d_name (NUL-terminated).
+        while at + 19 < n {
+            let reclen = u16::from_ne_bytes([buf.0[at + 16], buf.0[at + 17]]) as usize;
+            if reclen == 0 || at + reclen > n {
+                break;
+            }
+            let name_area = &buf.0[at + 19..at + reclen];
+            let len = name_area
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(name_area.len());
+            let name = &name_area[..len];
+            at += reclen;
+            if name == b"." || name == b".." || !keep(name) {
+                continue;
+            }
+            if entries.len() >= MAX_ENTRIES {
+                truncated = true;
+                break 'read;
+            }
+            let Some((kind, size, mtime_sec)) = entry_meta(root, rel, dir.as_raw_fd(), name) else {
+                continue;
+            };
+            entries.push(Entry {
+                name: name.to_vec(),
+                kind,
+                size,
+                mtime_sec,
+            });
+        }
+    }
+    Ok(DirRead {
+        fd: dir,
+        entries,
+        truncated,
+    })
+}
+
+/// Kind, size and modification time of one entry, as a listing shows it
+/// (see [`read_dir_beneath`]); `None` to leave it out.
+fn entry_meta(root: &Root, rel: &CStr, dir: RawFd, name: &[u8]) -> Option<(FileKind, u64, i64)> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `cname` is NUL-terminated and `st` a live, writable buffer.
+    if unsafe { libc::fstatat(dir, cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } < 0 {
+        return None;
+    }
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        // Where the link leads, by the rules a request would follow.
+        let mut path = match rel.to_bytes() {
+            b"." => Vec::new(),
+            p => [p, b"/"].concat(),
+        };
+        path.extend_from_slice(name);
+        let path = std::ffi::CString::new(path).ok()?;
+        let fd = root.open_beneath(&path).ok()?;
+        // SAFETY: as above, on a descriptor we own.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+            return None;
+        }
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => FileKind::Regular,
+        libc::S_IFDIR => FileKind::Directory,
+        _ => return None,
+    };
+    Some((kind, st.st_size as u64, st.st_mtime))
+}
+
 /// An inotify instance that watches open files by descriptor, for the
 /// open-file cache: a watch turns "has this file changed since we looked?"
 /// from an `fstat` per request into a read of the event queue per batch.
@@ -357,6 +495,18 @@ pub struct Inotify {
 /// removes the watch (the entry is dropped anyway).
 pub const WATCH_MASK: u32 = libc::IN_MODIFY
     | libc::IN_ATTRIB
+    | libc::IN_MOVE_SELF
+    | libc::IN_DELETE_SELF
+    | libc::IN_ONESHOT;
+
+/// The events that invalidate a cached directory listing.
+pub const DIR_WATCH_MASK: u32 = libc::IN_CREATE
+    | libc::IN_DELETE
+    | libc::IN_MOVED_FROM
+    | libc::IN_MOVED_TO
+    | libc::IN_MODIFY
+    | libc::IN_ATTRIB
+    | libc::IN_CLOSE_WRITE
     | libc::IN_MOVE_SELF
     | libc::IN_DELETE_SELF
     | libc::IN_ONESHOT;
@@ -386,6 +536,22 @@ impl Inotify {
         // SAFETY: `path` is NUL-terminated and lives through the call.
         let wd = unsafe {
             libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr().cast(), WATCH_MASK)
+        };
+        if wd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(wd)
+    }
+
+    /// Watches a directory by descriptor for changes to what a listing
+    /// shows: entries created, deleted, moved in or out, written or
+    /// changed in attributes, and the directory itself going
+    /// ([`DIR_WATCH_MASK`]; one event, then the watch is gone).
+    pub fn watch_dir(&self, dir: RawFd) -> io::Result<i32> {
+        let path = format!("/proc/self/fd/{dir}\0");
+        // SAFETY: `path` is NUL-terminated and lives through the call.
+        let wd = unsafe {
+            libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr().cast(), DIR_WATCH_MASK)
         };
         if wd < 0 {
             return Err(io::Error::last_os_error());

@@ -28,6 +28,7 @@ pub mod config;
 pub mod depth;
 pub mod filecache;
 pub mod fs;
+pub mod lister;
 pub mod memory;
 pub mod metrics;
 pub mod net;

@@ -194,6 +194,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         log.clone(),
     ));
     let flag = Arc::new(AtomicBool::new(false));
+    let lister = if cfg.autoindex {
+        Some(crate::lister::Pool::start()?)
+    } else {
+        None
+    };
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -225,6 +230,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
                 eventfd: efd.as_raw_fd(),
             },
             metrics: registry.worker(id),
+            lister: lister.clone(),
             ready: ready_tx.clone(),
         };
         eventfds.push(efd);

@@ -65,6 +65,24 @@ fn each_host_its_root_on_every_backend() {
             "{be}: left its root"
         );
         assert_eq!(host_get(&srv, "a.test", "/../who.txt").status, 400, "{be}");
+        // Listings are of the host's own root, cached apart.
+        let srv2 = Server::start(&be, &main.dir, &["--vhost", &vhost, "--autoindex"]);
+        std::fs::create_dir_all(a.path("d")).unwrap();
+        std::fs::create_dir_all(main.path("d")).unwrap();
+        std::fs::write(a.path("d/in-a.txt"), "x").unwrap();
+        std::fs::write(main.path("d/in-main.txt"), "x").unwrap();
+        for _ in 0..2 {
+            let la = String::from_utf8(host_get(&srv2, "a.test", "/d/").body).unwrap();
+            let lm = String::from_utf8(host_get(&srv2, "other.test", "/d/").body).unwrap();
+            assert!(
+                la.contains("in-a.txt") && !la.contains("in-main.txt"),
+                "{be}: {la}"
+            );
+            assert!(
+                lm.contains("in-main.txt") && !lm.contains("in-a.txt"),
+                "{be}: {lm}"
+            );
+        }
         // HTTP/1.0 without Host: the main root.
         let r = request(&srv, "GET /who.txt HTTP/1.0\r\n\r\n");
         assert_eq!(r.body, b"main\n", "{be}");

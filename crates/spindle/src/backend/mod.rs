@@ -304,6 +304,8 @@ pub struct WorkerContext {
     pub shutdown: ShutdownSignal,
     /// This worker's counters (`metrics.rs`): written by this worker only.
     pub metrics: Arc<crate::metrics::WorkerMetrics>,
+    /// The helpers that read directories (`--autoindex`; `lister.rs`).
+    pub lister: Option<Arc<crate::lister::Pool>>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

@@ -160,6 +160,7 @@ impl<M: Mover> Worker<M> {
             lingered: 0,
             tls,
             idle: false,
+            listing: false,
         });
         self.live += 1;
         let m = &self.ctx.metrics;
@@ -348,6 +349,9 @@ impl<M: Mover> Worker<M> {
             self.mover.set_roots(self.ctx.root.clone());
             // Paths may name other files now (a new root, say).
             self.files.clear();
+            if let Some(l) = self.lists.as_mut() {
+                l.set_roots(self.ctx.root.clone(), self.ctx.cfg.dotfiles);
+            }
             self.rate = crate::backend::RateLimit::from_config(&self.ctx.cfg);
         }
         // --limit-rate: the responses that used their allowance go on.

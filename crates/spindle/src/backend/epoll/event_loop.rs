@@ -8,8 +8,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::{
-    Conn, Mover, Phase, Ticket, Worker, MAX_EVENTS, RECV_BUF_SIZE, TOKEN_LISTENER, TOKEN_MOVER,
-    TOKEN_SHUTDOWN,
+    Conn, Mover, Phase, Ticket, Worker, MAX_EVENTS, RECV_BUF_SIZE, TOKEN_LISTED, TOKEN_LISTENER,
+    TOKEN_MOVER, TOKEN_SHUTDOWN,
 };
 use crate::backend::{WorkerContext, TICK};
 use crate::filecache::OpenFileCache;
@@ -61,6 +61,20 @@ impl<M: Mover> Worker<M> {
             epoll_add(ep, fd, libc::EPOLLIN as u32, TOKEN_MOVER)
                 .map_err(|e| format!("epoll_ctl: {e}"))?;
         }
+        let lists = match &ctx.lister {
+            Some(pool) => {
+                let l = crate::lister::Lists::new(
+                    pool.clone(),
+                    ctx.root.clone(),
+                    ctx.cfg.dotfiles,
+                    ctx.cfg.open_file_cache_valid,
+                )?;
+                epoll_add(ep, l.eventfd(), libc::EPOLLIN as u32, TOKEN_LISTED)
+                    .map_err(|e| format!("epoll_ctl: {e}"))?;
+                Some(l)
+            }
+            None => None,
+        };
         let ctx_tls = ctx.tls.as_ref().map(|t| t.current());
         let now = Instant::now();
         let files = OpenFileCache::new(
@@ -84,6 +98,7 @@ impl<M: Mover> Worker<M> {
             ready: VecDeque::new(),
             done: Vec::new(),
             files,
+            lists,
             rbuf: vec![0u8; RECV_BUF_SIZE].into_boxed_slice(),
             now,
             next_tick: now + TICK,
@@ -158,6 +173,7 @@ impl<M: Mover> Worker<M> {
         match token {
             TOKEN_SHUTDOWN => self.on_wake(),
             TOKEN_MOVER => self.on_completions(),
+            TOKEN_LISTED => self.on_listed(),
             t if t & TOKEN_LISTENER != 0 => {
                 let i = (t & 0xFFFF_FFFF) as usize;
                 self.accept_ready[i] = true;

@@ -68,6 +68,7 @@ pub const MAX_SENDFILE: u64 = 1 << 30;
 
 const TOKEN_SHUTDOWN: u64 = u64::MAX;
 const TOKEN_MOVER: u64 = u64::MAX - 1;
+const TOKEN_LISTED: u64 = u64::MAX - 2;
 const TOKEN_LISTENER: u64 = 1 << 63;
 const MAX_GEN: u32 = (1 << 31) - 1;
 
@@ -112,6 +113,9 @@ struct Conn<S> {
     /// Waiting for a request with none under way: counted in the idle
     /// gauge (`metrics.rs`) while set.
     idle: bool,
+    /// Waiting (in `Phase::Opening`) for a directory listing from the
+    /// helpers (`crate::lister`).
+    listing: bool,
 }
 
 struct Worker<M: Mover> {
@@ -130,6 +134,9 @@ struct Worker<M: Mover> {
     ready: VecDeque<Ticket>,
     done: Vec<(Ticket, Completion<M::Chunk>)>,
     files: OpenFileCache,
+    /// Directory listings (`--autoindex`): jobs out and the cache; the
+    /// mailbox's eventfd is in the epoll set (`TOKEN_LISTED`).
+    lists: Option<crate::lister::Lists<Ticket>>,
     rbuf: Box<[u8]>,
     now: Instant,
     next_tick: Instant,

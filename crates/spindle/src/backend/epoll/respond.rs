@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 
 use spindle_core::response::{FileKind, FileMeta};
-use spindle_core::{OpenError, OpenRequest, Response, Step};
+use spindle_core::{ListRequest, OpenError, OpenRequest, Response, Step};
 
 use super::conn::Recv;
 use super::datapath::open_error;
@@ -74,6 +74,7 @@ impl<M: Mover> Worker<M> {
                     self.open_step(who, req);
                     return;
                 }
+                Step::List(_) => unreachable!("next() never lists"),
                 Step::Respond(resp) => {
                     c.req_at = now;
                     self.start_tx(who, resp, None);
@@ -154,6 +155,10 @@ impl<M: Mover> Worker<M> {
                 self.open_step(who, next);
                 return;
             }
+            Step::List(list) => {
+                self.list_step(who, list);
+                return;
+            }
             other => unreachable!("opened() gave {other:?}"),
         };
         let from_file = resp.file.is_some();
@@ -162,6 +167,55 @@ impl<M: Mover> Worker<M> {
             self.ctx.metrics.small_file(inlined);
         }
         self.start_tx(who, resp, file);
+    }
+
+    /// Lists a directory the session asked for: from the worker's cache,
+    /// or by the helpers (`crate::lister`), whose answer `on_listed` takes.
+    fn list_step(&mut self, who: Ticket, req: ListRequest) {
+        let now = self.now;
+        let lists = self.lists.as_mut().expect("autoindex on");
+        if let Some(l) = lists.lookup(&req, now) {
+            self.respond_listed(who, Ok(&l));
+            return;
+        }
+        if !lists.request(&req, who) {
+            self.respond_listed(who, Err(OpenError::Busy));
+            return;
+        }
+        let c = self.conn(who);
+        c.phase = Phase::Opening;
+        c.listing = true;
+    }
+
+    fn respond_listed(&mut self, who: Ticket, result: Result<&spindle_core::Listing, OpenError>) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(who);
+        c.listing = false;
+        match c.session.listed(&cfg, result) {
+            Step::Respond(r) => self.start_tx(who, r, None),
+            other => unreachable!("listed() gave {other:?}"),
+        }
+    }
+
+    /// Listings the helpers finished: each to the connections still
+    /// waiting for it.
+    pub(super) fn on_listed(&mut self) {
+        let now = self.now;
+        let Some(lists) = self.lists.as_mut() else {
+            return;
+        };
+        let done = lists.take_done(now);
+        for (waiters, result) in done {
+            for who in waiters {
+                let waiting = matches!(
+                    self.live_conn(who),
+                    Some(c) if c.listing && c.phase == Phase::Opening
+                );
+                if waiting {
+                    self.respond_listed(who, result.as_deref().map_err(|e| *e));
+                }
+            }
+        }
     }
 
     // ----- transmitting -------------------------------------------------

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types};
 use spindle_core::response::FileKind;
-use spindle_core::{OpenError, OpenRequest, Step};
+use spindle_core::{ListRequest, OpenError, OpenRequest, Step};
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Phase, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
@@ -165,6 +165,7 @@ impl Worker {
             tls,
             idle: false,
             disk_at: self.now,
+            listing: false,
         });
         self.live += 1;
         let m = &self.ctx.metrics;
@@ -230,6 +231,7 @@ impl Worker {
                 c.req_at = now;
                 self.open_step(slot, req)
             }
+            Step::List(_) => unreachable!("next() never lists"),
             Step::Respond(resp) => {
                 c.req_at = now;
                 self.start_tx(slot, resp)
@@ -488,6 +490,10 @@ impl Worker {
                 self.open_step(slot, next);
                 return;
             }
+            Step::List(list) => {
+                self.list_step(slot, list);
+                return;
+            }
             other => unreachable!("opened() gave {other:?}"),
         };
         let mut first_use = false;
@@ -525,6 +531,57 @@ impl Worker {
             c.first_use = first_use && resp.parts.is_empty();
         }
         self.start_tx(slot, resp);
+    }
+
+    /// Lists a directory the session asked for: from the worker's cache,
+    /// or by the helpers (`crate::lister`), whose answer `on_listed` takes.
+    fn list_step(&mut self, slot: u32, req: ListRequest) {
+        let now = self.now;
+        let gen = self.conn(slot).gen;
+        let lists = self.lists.as_mut().expect("autoindex on");
+        if let Some(l) = lists.lookup(&req, now) {
+            self.respond_listed(slot, Ok(&l));
+            return;
+        }
+        if !lists.request(&req, (slot, gen)) {
+            self.respond_listed(slot, Err(OpenError::Busy));
+            return;
+        }
+        let c = self.conn(slot);
+        c.phase = Phase::Opening;
+        c.listing = true;
+        self.arm_recv(slot);
+    }
+
+    fn respond_listed(&mut self, slot: u32, result: Result<&spindle_core::Listing, OpenError>) {
+        let cfg = self.ctx.session_cfg.clone();
+        let c = self.conn(slot);
+        c.listing = false;
+        match c.session.listed(&cfg, result) {
+            Step::Respond(r) => self.start_tx(slot, r),
+            other => unreachable!("listed() gave {other:?}"),
+        }
+    }
+
+    /// Listings the helpers finished: each to the connections still
+    /// waiting for it.
+    pub(super) fn on_listed(&mut self) {
+        let now = self.now;
+        let Some(lists) = self.lists.as_mut() else {
+            return;
+        };
+        let done = lists.take_done(now);
+        for (waiters, result) in done {
+            for (slot, gen) in waiters {
+                let waiting = matches!(
+                    self.conns.get(slot as usize),
+                    Some(Some(c)) if c.gen == gen && c.listing && c.phase == Phase::Opening
+                );
+                if waiting {
+                    self.respond_listed(slot, result.as_deref().map_err(|e| *e));
+                }
+            }
+        }
     }
 
     // ----- closing --------------------------------------------------------
@@ -626,6 +683,9 @@ impl Worker {
         if self.ctx.take_reload() {
             // Paths may name other files now (a new root, say).
             self.files.clear();
+            if let Some(l) = self.lists.as_mut() {
+                l.set_roots(self.ctx.root.clone(), self.ctx.cfg.dotfiles);
+            }
             self.rate = crate::backend::RateLimit::from_config(&self.ctx.cfg);
         }
         // --limit-rate: the responses that used their allowance go on.
@@ -644,6 +704,13 @@ impl Worker {
         if self.ctx.id == 0 && self.ctx.cfg.first_miss == FirstMiss::Auto {
             // One file read per tick, for every worker (memory.rs).
             self.ctx.memory.refresh();
+        }
+        if self.lists.is_some() && !self.listed_armed {
+            // The eventfd's READ failed (it is armed again after every
+            // completion otherwise): look for finished listings by the
+            // tick instead, and try the READ again.
+            self.arm_listed();
+            self.on_listed();
         }
         if self.accept_resume.is_some_and(|t| now >= t) {
             self.accept_resume = None;

@@ -249,6 +249,9 @@ struct Conn {
     /// When the disk read in flight (`Op::Read`, `ReadAhead` or
     /// `PageWait`; at most one at a time) was issued: the loop's time.
     disk_at: Instant,
+    /// Waiting (in `Phase::Opening`) for a directory listing from the
+    /// helpers (`crate::lister`).
+    listing: bool,
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in
@@ -319,6 +322,11 @@ struct Worker {
     rearm: Vec<u32>,
     warned_emfile: bool,
     files: OpenFileCache,
+    /// Directory listings (`--autoindex`): jobs out, the cache, and a
+    /// `READ` on the mailbox's eventfd (`Op::Listed`) into `list_buf`.
+    lists: Option<crate::lister::Lists<(u32, u32)>>,
+    listed_armed: bool,
+    list_buf: Box<u64>,
 }
 
 /// Runs one io_uring worker until shutdown.

@@ -33,6 +33,8 @@ pub(super) enum Op {
     PageWait,
     /// A SEND of TLS records (`tls.rs`).
     TlsSend,
+    /// The listing helpers' eventfd became readable (`crate::lister`).
+    Listed,
 }
 
 impl Op {
@@ -53,6 +55,7 @@ impl Op {
             13 => Op::Notify,
             14 => Op::PageWait,
             15 => Op::TlsSend,
+            16 => Op::Listed,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -152,6 +155,17 @@ impl Worker {
             next_scan: Instant::now(),
             rearm: Vec::new(),
             warned_emfile: false,
+            lists: match &ctx.lister {
+                Some(pool) => Some(crate::lister::Lists::new(
+                    pool.clone(),
+                    ctx.root.clone(),
+                    ctx.cfg.dotfiles,
+                    ctx.cfg.open_file_cache_valid,
+                )?),
+                None => None,
+            },
+            listed_armed: false,
+            list_buf: Box::new(0),
             files: OpenFileCache::new(
                 ctx.cfg.open_file_cache,
                 ctx.cfg.open_file_cache_valid,
@@ -174,6 +188,7 @@ impl Worker {
         }
         w.arm_tick();
         w.arm_notify();
+        w.arm_listed();
         let efd = w.ctx.shutdown.eventfd;
         let ptr = (&mut *w.wake_buf as *mut u64).cast::<u8>();
         w.push(
@@ -258,6 +273,23 @@ impl Worker {
         );
     }
 
+    /// Keeps a `READ` on the listing helpers' eventfd in the ring.
+    pub(super) fn arm_listed(&mut self) {
+        let Some(l) = &self.lists else {
+            return;
+        };
+        if self.listed_armed {
+            return;
+        }
+        let fd = l.eventfd();
+        self.listed_armed = true;
+        let ptr = (&mut *self.list_buf as *mut u64).cast::<u8>();
+        self.push(
+            opcode::Read::new(types::Fd(fd), ptr, 8).build(),
+            ud(Op::Listed, NO_SLOT, 0),
+        );
+    }
+
     // ----- the loop -----------------------------------------------------
 
     pub(super) fn event_loop(&mut self) -> Result<(), String> {
@@ -311,6 +343,13 @@ impl Worker {
     }
 
     pub(super) fn stop_timers_and_listeners(&mut self) {
+        if self.listed_armed {
+            self.listed_armed = false;
+            self.push(
+                opcode::AsyncCancel::new(ud(Op::Listed, NO_SLOT, 0)).build(),
+                ud(Op::Cancel, NO_SLOT, 0),
+            );
+        }
         if self.notify_armed {
             self.notify_armed = false;
             self.push(
@@ -342,6 +381,15 @@ impl Worker {
                 }
             }
             Op::Wake => self.on_wake(),
+            Op::Listed => {
+                // Armed again unless cancelled at shutdown (or failing).
+                let again = self.listed_armed && res >= 0;
+                self.listed_armed = false;
+                if again {
+                    self.arm_listed();
+                }
+                self.on_listed();
+            }
             Op::Notify => {
                 if !more {
                     // The multishot poll ended: the inotify queue is drained
