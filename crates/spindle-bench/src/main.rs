@@ -1,5 +1,5 @@
 //! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`), the
-//! `soak`, and a thin dispatcher over the other benchmark crates (`pipetest`, `naio`,
+//! `soak`, `scaleout` (HAProxy over three replicas), and a thin dispatcher over the other benchmark crates (`pipetest`, `naio`,
 //! `slowdisk`).
 //!
 //! The binary also carries the server and the load generator as hidden subcommands
@@ -13,6 +13,7 @@ mod hot;
 mod idle;
 mod large;
 mod report;
+mod scaleout;
 mod servers;
 mod soak;
 mod sys;
@@ -47,6 +48,8 @@ enum Command {
     Idle(idle::IdleArgs),
     /// Mixed traffic for a long time: RSS, descriptors and CQ overflows must stay flat.
     Soak(soak::SoakArgs),
+    /// Past one machine: HAProxy over three replicas, roundrobin against uri hashing, and failover.
+    Scaleout(scaleout::ScaleoutArgs),
 }
 
 fn main() {
@@ -68,6 +71,7 @@ fn main() {
         Command::Hot(a) => hot::run(a),
         Command::Idle(a) => idle::run(a),
         Command::Soak(a) => soak::run(a),
+        Command::Scaleout(a) => scaleout::run(a),
     };
     if let Err(e) = result {
         eprintln!("spindle-bench: error: {e:#}");
