@@ -155,6 +155,18 @@ pub fn parse_reusing(
     // The Host value reuses the last request's allocation too: every 1.1
     // request has one.
     let mut host_buf = spare.as_mut().and_then(|r| r.host.take());
+    // So do the other fields kept as bytes, which most clients send.
+    let [mut accept_buf, mut ae_buf, mut ua_buf, mut referer_buf] = spare
+        .as_mut()
+        .map(|r| {
+            [
+                r.accept.take(),
+                r.accept_encoding.take(),
+                r.user_agent.take(),
+                r.referer.take(),
+            ]
+        })
+        .unwrap_or_default();
     // Only for rejections: the request line, as far as it was understood.
     let reject = |status: u16, r: Request| {
         Parsed::Rejected(Rejection {
@@ -236,13 +248,13 @@ pub fn parse_reusing(
         } else if name.eq_ignore_ascii_case(b"if-range") {
             r.if_range = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"accept-encoding") {
-            append_list(&mut r.accept_encoding, v);
+            append_list_reusing(&mut r.accept_encoding, &mut ae_buf, v);
         } else if name.eq_ignore_ascii_case(b"accept") {
-            append_list(&mut r.accept, v);
+            append_list_reusing(&mut r.accept, &mut accept_buf, v);
         } else if name.eq_ignore_ascii_case(b"referer") {
-            r.referer = Some(v.to_vec());
+            r.referer = Some(refill(referer_buf.take(), v));
         } else if name.eq_ignore_ascii_case(b"user-agent") {
-            r.user_agent = Some(v.to_vec());
+            r.user_agent = Some(refill(ua_buf.take(), v));
         }
     }
     // RFC 9112 §3.2: a 1.1 request without exactly one Host is a 400.
@@ -273,6 +285,22 @@ pub fn parse_reusing(
             Parsed::Complete(b)
         }
         None => Parsed::Complete(Box::new(r)),
+    }
+}
+
+/// `v` in `buf`'s allocation (a new one without it).
+fn refill(buf: Option<Vec<u8>>, v: &[u8]) -> Vec<u8> {
+    let mut b = buf.unwrap_or_default();
+    b.clear();
+    b.extend_from_slice(v);
+    b
+}
+
+/// As [`append_list`], the first value going into `spare`'s allocation.
+fn append_list_reusing(slot: &mut Option<Vec<u8>>, spare: &mut Option<Vec<u8>>, v: &[u8]) {
+    match slot {
+        Some(_) => append_list(slot, v),
+        None => *slot = Some(refill(spare.take(), v)),
     }
 }
 
