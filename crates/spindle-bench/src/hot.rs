@@ -31,6 +31,11 @@ pub struct HotArgs {
     /// hot-tls.*.
     #[arg(long)]
     pub tls: bool,
+    /// An extra flag for every spindle server (repeatable), e.g. to run
+    /// with features on: `--spindle-flag=--autoindex`; committed reports
+    /// say which they used.
+    #[arg(long = "spindle-flag", allow_hyphen_values = true)]
+    pub spindle_flags: Vec<String>,
 }
 
 /// The ways a run's connections are used: keep-alive, or a new connection per
@@ -151,6 +156,12 @@ pub fn run(a: HotArgs) -> Result<()> {
     report.baseline = baseline;
     report.primary = "req_per_sec".into();
     report.notes = notes;
+    if !a.spindle_flags.is_empty() {
+        report.notes.push(format!(
+            "spindle servers ran with {}",
+            a.spindle_flags.join(" ")
+        ));
+    }
     report.notes.push(format!(
         "server pinned to CPU {}, load generator to CPU {}; server CPU = utime+stime of every process and thread in the server's process group (/proc/PID/stat)",
         common::pinning(c.workers).0.unwrap_or_else(|| "any".into()),
@@ -174,6 +185,7 @@ pub fn run(a: HotArgs) -> Result<()> {
             let name = server.name();
             let mut setup = common::setup(&c.data, c.workers);
             setup.tls = tls.clone();
+            setup.spindle_flags = a.spindle_flags.clone();
             let mut running = match Running::start(server, &setup) {
                 Ok(r) => r,
                 Err(e) => {

@@ -13,7 +13,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 /// Most rules in one configuration.
 pub const MAX_RULES: usize = 256;
@@ -82,8 +82,13 @@ impl Rules {
         let mut p = Vec::with_capacity(rel_path.len() + 1);
         p.push(b'/');
         p.extend_from_slice(rel_path);
+        let candidate = Candidate::new(OsStr::from_bytes(&p));
+        // Most requests match no rule: one test, no list of matches.
+        if !self.set.is_match_candidate(&candidate) {
+            return out;
+        }
         // GlobSet gives the matching indices in ascending order.
-        for i in self.set.matches(OsStr::from_bytes(&p)) {
+        for i in self.set.matches_candidate(&candidate) {
             let r = &self.rules[i];
             if let Some(c) = &r.cache_control {
                 out.cache_control = Some(c);
