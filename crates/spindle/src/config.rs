@@ -214,6 +214,9 @@ pub struct Cli {
     /// Answer an error status with a page beneath the root, as nginx's `error_page` (repeatable; 403, 404, 500, 503), e.g. "404=/errors/404.html"
     #[arg(long = "error-page", value_name = "STATUS=PATH")]
     pub error_page: Vec<String>,
+    /// A response rule (repeatable; replaces the config file's [[rules]]): "GLOB; cache-control=VALUE; content-type=VALUE; header=Name: value", e.g. "/assets/**; cache-control=max-age=31536000; header=Access-Control-Allow-Origin: *"
+    #[arg(long = "rule", value_name = "RULE")]
+    pub rule: Vec<String>,
     /// The charset named on text types; "" for none [default: utf-8]
     #[arg(long, value_name = "NAME")]
     pub charset: Option<String>,
@@ -498,6 +501,49 @@ fn hosts(entries: Vec<(Vec<String>, PathBuf)>) -> Result<Vec<VirtualHost>, Strin
         out.push(VirtualHost { names: clean, root });
     }
     Ok(out)
+}
+
+/// Reads `--rule "GLOB; cache-control=V; content-type=V; header=N: V"`:
+/// the glob, then `key=value` items split at the `;` before a known key (a
+/// header value may hold `;` itself).
+fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
+    const KEYS: [&str; 3] = ["cache-control=", "content-type=", "header="];
+    let mut items: Vec<String> = Vec::new();
+    for part in arg.split(';') {
+        let t = part.trim_start();
+        match items.last_mut() {
+            // A `;` inside a header's value (CSP, say).
+            Some(last) if last.starts_with("header=") && !KEYS.iter().any(|k| t.starts_with(k)) => {
+                last.push(';');
+                last.push_str(part);
+            }
+            _ => items.push(t.to_string()),
+        }
+    }
+    let mut it = items.into_iter();
+    let pattern = it.next().unwrap_or_default().trim().to_string();
+    let mut e = RuleEntry {
+        pattern,
+        cache_control: None,
+        content_type: None,
+        headers: Vec::new(),
+    };
+    for item in it {
+        let item = item.trim();
+        if let Some(v) = item.strip_prefix("cache-control=") {
+            e.cache_control = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("content-type=") {
+            e.content_type = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("header=") {
+            e.headers.push(v.to_string());
+        } else {
+            return Err(format!(
+                "rule {:?}: write it as \"GLOB; cache-control=VALUE; content-type=VALUE; header=Name: value\"",
+                arg.escape_debug().to_string()
+            ));
+        }
+    }
+    Ok(e)
 }
 
 /// Compiles the `[[rules]]` tables.
@@ -987,7 +1033,15 @@ impl Config {
                 cli.error_page.clone()
             })?,
             charset: charset(cli.charset.or(file.charset))?,
-            rules: std::sync::Arc::new(rules(file.rules.unwrap_or_default())?),
+            // The command line's rules replace the file's, as for every key.
+            rules: std::sync::Arc::new(rules(if cli.rule.is_empty() {
+                file.rules.unwrap_or_default()
+            } else {
+                cli.rule
+                    .iter()
+                    .map(|r| rule_arg(r))
+                    .collect::<Result<_, _>>()?
+            })?),
             hosts: if cli.vhost.is_empty() {
                 hosts(
                     file.hosts

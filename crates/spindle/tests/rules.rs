@@ -207,3 +207,38 @@ fn bad_rules_and_pages_give_one_line_and_exit_1() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rules_on_the_command_line() {
+    let root = DocRoot::new(false);
+    let srv = Server::start(
+        "io-uring",
+        &root.dir,
+        &[
+            "--rule",
+            "/*.txt; cache-control=max-age=60; header=Content-Security-Policy: default-src 'self'; img-src *; header=X-A: 1",
+            "--rule",
+            "/**/*.css; content-type=text/x-test",
+        ],
+    );
+    let r = get(&srv, "/page.txt");
+    assert_eq!(r.header("cache-control"), Some("max-age=60"));
+    assert_eq!(
+        r.header("content-security-policy"),
+        Some("default-src 'self'; img-src *")
+    );
+    assert_eq!(r.header("x-a"), Some("1"));
+    assert_eq!(
+        get(&srv, "/style.css").header("content-type"),
+        Some("text/x-test")
+    );
+    assert_eq!(get(&srv, "/f1").header("cache-control"), None);
+    startup_error(
+        &["--listen", "127.0.0.1:0", "--rule", "/a; expires=1d"],
+        "write it as",
+    );
+    startup_error(
+        &["--listen", "127.0.0.1:0", "--rule", "/a/[z-"],
+        "bad match",
+    );
+}

@@ -387,12 +387,25 @@ impl Drop for Killed {
 
 pub fn startup_error(args: &[&str], needle: &str) {
     let root = DocRoot::new(false);
-    let out = Command::new(env!("CARGO_BIN_EXE_spindle"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
         .args(args)
         .arg(&root.dir)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // A server that started after all would run forever: 10 s, then fail.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: spindle started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
