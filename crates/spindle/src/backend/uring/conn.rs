@@ -1,7 +1,7 @@
 //! A connection's life: accept, receive, the protocol loop (open, respond),
 //! lingering close, timeouts and drain.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -49,6 +49,19 @@ impl Worker {
 
     // ----- accepting ----------------------------------------------------
 
+    /// Closes a connection just accepted without serving it (an untrusted
+    /// PROXY source, a TLS session that could not be made), and accepts
+    /// again if the multishot accept ended.
+    fn refuse(&mut self, fd: RawFd, i: usize, more: bool) {
+        self.push(
+            opcode::Close::new(types::Fd(fd)).build(),
+            ud(Op::Close, NO_SLOT, 0),
+        );
+        if !more {
+            self.arm_accept(i);
+        }
+    }
+
     pub(super) fn on_accept(&mut self, i: usize, res: i32, more: bool) {
         if !more {
             self.accept_armed[i] = false;
@@ -91,13 +104,7 @@ impl Worker {
             match proxied_session(&self.ctx.cfg, fd) {
                 Some(s) => (s, None),
                 None => {
-                    self.push(
-                        opcode::Close::new(types::Fd(fd)).build(),
-                        ud(Op::Close, NO_SLOT, 0),
-                    );
-                    if !more {
-                        self.arm_accept(i);
-                    }
+                    self.refuse(fd, i, more);
                     return;
                 }
             }
@@ -114,13 +121,7 @@ impl Worker {
                 Ok(t) => Some(t),
                 Err(e) => {
                     crate::say!("spindle: TLS session: {e}");
-                    self.push(
-                        opcode::Close::new(types::Fd(fd)).build(),
-                        ud(Op::Close, NO_SLOT, 0),
-                    );
-                    if !more {
-                        self.arm_accept(i);
-                    }
+                    self.refuse(fd, i, more);
                     return;
                 }
             },
