@@ -133,8 +133,9 @@ fn escape(out: &mut String, v: &[u8]) {
     }
 }
 
-/// Unix seconds to (year, month, day, hour, minute, second), UTC.
-fn civil(t: i64) -> (i64, i64, i64, i64, i64, i64) {
+/// Unix seconds to (year, month, day, hour, minute, second), UTC (also
+/// for listings' dates and the server's error log).
+pub fn civil(t: i64) -> (i64, i64, i64, i64, i64, i64) {
     let days = t.div_euclid(86_400);
     let rem = t.rem_euclid(86_400);
     // Howard Hinnant's days-to-civil algorithm.

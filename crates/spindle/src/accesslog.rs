@@ -4,12 +4,13 @@
 //! counted rather than stalling the server, and the count is reported.
 //!
 //! SIGUSR1 reopens the file (logrotate's `postrotate`, as nginx): the writer
-//! flushes whole lines to the old file, then opens the path again.
+//! flushes whole lines to the old file, then opens the path again. SIGHUP
+//! does the same, at the path the reloaded configuration names.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -21,8 +22,14 @@ pub const ACCESS_LOG_QUEUE_LINES: usize = 16_384;
 pub struct AccessLog {
     tx: Option<SyncSender<String>>,
     dropped: Arc<AtomicU64>,
-    /// Set by [`AccessLog::reopen`]; the writer opens the path again.
+    /// Set by [`AccessLog::reopen`]; the writer opens `target` again.
     reopen: Arc<AtomicBool>,
+    /// The path (or `-`), changed by a reload.
+    target: Arc<Mutex<String>>,
+    /// Set by [`AccessLog::shut`]: the writer writes what is queued and
+    /// ends. (Waiting for every sender to go would wait for ever: the
+    /// metrics thread keeps one for the dropped-lines count.)
+    shut: Arc<AtomicBool>,
 }
 
 impl AccessLog {
@@ -32,6 +39,8 @@ impl AccessLog {
             tx: None,
             dropped: Arc::new(AtomicU64::new(0)),
             reopen: Arc::new(AtomicBool::new(false)),
+            target: Arc::new(Mutex::new(String::new())),
+            shut: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -41,19 +50,44 @@ impl AccessLog {
         let (tx, rx) = mpsc::sync_channel(ACCESS_LOG_QUEUE_LINES);
         let dropped = Arc::new(AtomicU64::new(0));
         let reopen = Arc::new(AtomicBool::new(false));
-        let (d2, r2, t2) = (dropped.clone(), reopen.clone(), target.to_string());
+        let target = Arc::new(Mutex::new(target.to_string()));
+        let shut = Arc::new(AtomicBool::new(false));
+        let (d2, r2, t2, s2) = (
+            dropped.clone(),
+            reopen.clone(),
+            target.clone(),
+            shut.clone(),
+        );
         let handle = std::thread::Builder::new()
             .name("spindle-log".into())
-            .spawn(move || writer(rx, out, d2, &r2, &t2))
+            .spawn(move || writer(rx, out, d2, &r2, &t2, &s2))
             .map_err(|e| format!("cannot start the access log thread: {e}"))?;
         Ok((
             AccessLog {
                 tx: Some(tx),
                 dropped,
                 reopen,
+                target,
+                shut,
             },
             handle,
         ))
+    }
+
+    /// Asks the writer to reopen the log at `target` (SIGHUP, after a
+    /// reload that may have changed the path); never blocks.
+    pub fn reopen_at(&self, target: &str) {
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) = target.to_string();
+        self.reopen();
+    }
+
+    /// Asks the writer to write the lines queued and end (at exit, once the
+    /// workers are gone); the caller then joins it.
+    pub fn shut(&self) {
+        if let Some(tx) = &self.tx {
+            self.shut.store(true, Ordering::Release);
+            let _ = tx.try_send(String::new());
+        }
     }
 
     /// Asks the writer to reopen the file (on SIGUSR1); never blocks.
@@ -105,20 +139,22 @@ fn writer(
     out: Box<dyn Write + Send>,
     dropped: Arc<AtomicU64>,
     reopen: &AtomicBool,
-    target: &str,
+    target: &Mutex<String>,
+    shut: &AtomicBool,
 ) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
     let mut reported = 0;
     loop {
-        if reopen.swap(false, Ordering::AcqRel) && target != "-" {
+        if reopen.swap(false, Ordering::AcqRel) {
+            let target = target.lock().unwrap_or_else(|p| p.into_inner()).clone();
             // Every line so far goes whole to the old file first.
             let _ = out.flush();
-            match open_target(target) {
+            match open_target(&target) {
                 Ok(f) => {
                     out = std::io::BufWriter::with_capacity(64 * 1024, f);
-                    crate::say!("spindle: access log {target} reopened");
+                    crate::info!("access log {target} reopened");
                 }
-                Err(e) => crate::say!("spindle: {e}; still writing to the old file"),
+                Err(e) => crate::error!("{e}; still writing to the old file"),
             }
         }
         match rx.recv_timeout(Duration::from_millis(500)) {
@@ -136,12 +172,16 @@ fn writer(
                 break;
             }
         }
+        if shut.load(Ordering::Acquire) {
+            while let Ok(line) = rx.try_recv() {
+                let _ = out.write_all(line.as_bytes());
+            }
+            let _ = out.flush();
+            break;
+        }
         let d = dropped.load(Ordering::Relaxed);
         if d != reported {
-            crate::say!(
-                "spindle: access log fell behind; {} lines dropped so far",
-                d
-            );
+            crate::warn!("access log fell behind; {} lines dropped so far", d);
             reported = d;
         }
     }

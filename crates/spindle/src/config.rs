@@ -172,6 +172,12 @@ pub struct Cli {
     /// Access-log format: combined (nginx's and Apache's) or json (one object per line, with the request time in µs and where the body came from) [default: combined]
     #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
     pub log_format: Option<spindle_core::accesslog::LogFormat>,
+    /// Error log (startup, reloads, failures while serving): a file path [default: stderr, or the journal under systemd]
+    #[arg(long, value_name = "PATH")]
+    pub error_log: Option<String>,
+    /// Least severe error-log lines written: error, warn or info [default: info]
+    #[arg(long, value_name = "LEVEL", value_parser = crate::errlog::parse_level)]
+    pub log_level: Option<crate::errlog::Level>,
     /// Bytes per second each response's body may go at, as nginx's limit_rate (e.g. "500k"); 0 for no limit [default: 0]
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub limit_rate: Option<u64>,
@@ -267,6 +273,8 @@ struct FileConfig {
     max_header_size: Option<usize>,
     max_connections_per_ip: Option<u32>,
     log_format: Option<String>,
+    error_log: Option<String>,
+    log_level: Option<String>,
     limit_rate: Option<SizeValue>,
     limit_rate_after: Option<SizeValue>,
     dotfiles: Option<bool>,
@@ -356,6 +364,9 @@ pub struct Config {
     /// 0: no limit.
     pub max_connections_per_ip: u32,
     pub log_format: spindle_core::accesslog::LogFormat,
+    /// `--error-log`: None for stderr (or the journal).
+    pub error_log: Option<String>,
+    pub log_level: crate::errlog::Level,
     /// Body bytes per second per response; 0: no limit.
     pub limit_rate: u64,
     pub limit_rate_after: u64,
@@ -992,6 +1003,21 @@ impl Config {
                     .map(parse_log_format)
                     .transpose()?
                     .unwrap_or_default(),
+            },
+            error_log: match cli.error_log.or(file.error_log) {
+                Some(p) if p.is_empty() || p.contains('\0') => {
+                    return Err("error-log: give a file path".into())
+                }
+                p => p,
+            },
+            log_level: match cli.log_level {
+                Some(l) => l,
+                None => file
+                    .log_level
+                    .as_deref()
+                    .map(|s| crate::errlog::parse_level(s).map_err(|e| format!("log-level: {e}")))
+                    .transpose()?
+                    .unwrap_or(crate::errlog::Level::Info),
             },
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
             autoindex: cli.autoindex || file.autoindex.unwrap_or(false),

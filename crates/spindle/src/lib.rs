@@ -1,12 +1,13 @@
 //! The spindle server: configuration, lifecycle, and the I/O backends that
 //! drive [`spindle_core`] sessions.
 
-/// Writes one line to stderr with a single `write(2)`.
+/// Writes one line to stderr with a single `write(2)`, without level or
+/// timestamp: the one error line of a server that could not start.
 ///
 /// `eprintln!` formats straight into unbuffered stderr, one `write` per
-/// piece, so a reader (a script or test waiting for the startup line to
-/// learn the port) can see half a line. Every log line of the server goes
-/// through here instead.
+/// piece, so a reader (a script or test) can see half a line. The error
+/// log ([`errlog`], through [`error!`], [`warn!`] and [`info!`]) writes
+/// each line whole too.
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
@@ -22,12 +23,39 @@ pub fn write_line(mut line: String) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
+/// An error-log line at level `error` ([`errlog`]).
+#[macro_export]
+macro_rules! error {
+    ($($arg:tt)*) => {
+        $crate::errlog::write($crate::errlog::Level::Error, ::std::format_args!($($arg)*))
+    };
+}
+
+/// An error-log line at level `warn` ([`errlog`]).
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)*) => {
+        $crate::errlog::write($crate::errlog::Level::Warn, ::std::format_args!($($arg)*))
+    };
+}
+
+/// An error-log line at level `info` ([`errlog`]).
+#[macro_export]
+macro_rules! info {
+    ($($arg:tt)*) => {
+        $crate::errlog::write($crate::errlog::Level::Info, ::std::format_args!($($arg)*))
+    };
+}
+
 pub mod accesslog;
 pub mod backend;
 pub mod config;
 pub mod depth;
+pub mod errlog;
 pub mod filecache;
 pub mod fs;
+pub mod handover;
+pub mod listen;
 pub mod lister;
 pub mod memory;
 pub mod metrics;

@@ -181,9 +181,9 @@ pub const MAX_ACTIVATED_SOCKETS: usize = 64;
 
 /// The listening sockets systemd passed to this process (socket activation,
 /// `sd_listen_fds(3)`): descriptors 3 onwards, when `LISTEN_PID` names this
-/// process. Each must be a listening TCP socket; TCP_NODELAY is set on it, as
-/// on the ones spindle binds. The variables are removed so that nothing this
-/// process starts takes them for its own.
+/// process. Each must be a listening TCP socket ([`take_listening`]). The
+/// variables are removed so that nothing this process starts takes them for
+/// its own.
 pub fn activated_sockets() -> Result<Vec<OwnedFd>, String> {
     let pid = std::env::var("LISTEN_PID").ok();
     let n = std::env::var("LISTEN_FDS").ok();
@@ -205,28 +205,100 @@ pub fn activated_sockets() -> Result<Vec<OwnedFd>, String> {
             "LISTEN_FDS={n}: at most {MAX_ACTIVATED_SOCKETS} sockets"
         ));
     }
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let fd = LISTEN_FDS_START + i as RawFd;
-        let listening = getopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)
-            .map_err(|e| format!("socket {fd} from systemd: {e}"))?;
-        let kind = getopt(fd, libc::SOL_SOCKET, libc::SO_TYPE)
-            .map_err(|e| format!("socket {fd} from systemd: {e}"))?;
-        if listening != 1 || kind != libc::SOCK_STREAM {
-            return Err(format!(
-                "socket {fd} from systemd is not a listening stream socket (use ListenStream= in the .socket unit)"
-            ));
-        }
-        // SAFETY: systemd handed this descriptor to the process, and nothing
-        // else in it owns it.
-        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: fcntl on a descriptor we own.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
-            .map_err(|e| format!("socket {fd} from systemd: {e} (a TCP socket is needed)"))?;
-        out.push(sock);
+    (0..n)
+        .map(|i| {
+            take_listening(LISTEN_FDS_START + i as RawFd, "from systemd").map_err(|e| {
+                if e.ends_with("not a listening stream socket") {
+                    format!("{e} (use ListenStream= in the .socket unit)")
+                } else {
+                    e
+                }
+            })
+        })
+        .collect()
+}
+
+/// Takes ownership of `fd`, a listening TCP socket handed to this process
+/// (by systemd, or by the spindle it replaces: `handover.rs`): checks that
+/// it is one, marks it close-on-exec and sets TCP_NODELAY, as on the
+/// sockets spindle binds.
+pub fn take_listening(fd: RawFd, from: &str) -> Result<OwnedFd, String> {
+    let listening = getopt(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN)
+        .map_err(|e| format!("socket {fd} {from}: {e}"))?;
+    let kind = getopt(fd, libc::SOL_SOCKET, libc::SO_TYPE)
+        .map_err(|e| format!("socket {fd} {from}: {e}"))?;
+    if listening != 1 || kind != libc::SOCK_STREAM {
+        return Err(format!(
+            "socket {fd} {from} is not a listening stream socket"
+        ));
     }
-    Ok(out)
+    // SAFETY: the descriptor was handed to this process for it to own, and
+    // nothing else in it owns it (the caller takes each number once).
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
+        .map_err(|e| format!("socket {fd} {from}: {e} (a TCP socket is needed)"))?;
+    Ok(sock)
+}
+
+/// Takes ownership of `fd`, a pipe's write end handed to this process by
+/// the spindle it replaces, after checking that it is one.
+pub fn take_pipe_end(fd: RawFd) -> Result<OwnedFd, String> {
+    // SAFETY: an all-zero stat is a valid out-parameter for fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into the live local.
+    if unsafe { libc::fstat(fd, &mut st) } < 0 || st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return Err(format!("descriptor {fd} is not a pipe"));
+    }
+    // SAFETY: handed to this process to own; taken once.
+    let end = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    Ok(end)
+}
+
+/// Sends `sig` to this process (taken by the main thread's `sigwait`).
+pub fn signal_self(sig: libc::c_int) {
+    // SAFETY: kill(2) to our own pid with a valid signal number.
+    unsafe { libc::kill(libc::getpid(), sig) };
+}
+
+/// A pipe, both ends close-on-exec: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the live array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Starts `cmd` with the descriptors `keep` open in it under the same
+/// numbers (they are close-on-exec here, as every descriptor spindle
+/// opens, so nothing else leaks into the child).
+pub fn spawn_keeping(
+    cmd: &mut std::process::Command,
+    keep: Vec<RawFd>,
+) -> io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes only fcntl(2)
+    // calls, on numbers that stay open in the parent until spawn returns
+    // (the caller owns them), and allocates nothing (`keep` was built
+    // before the fork).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &keep {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
 }
 
 fn getopt(fd: RawFd, level: i32, opt: i32) -> io::Result<i32> {

@@ -68,6 +68,7 @@ impl Shared {
             return Err("no command line to read again".into());
         };
         let mut cfg = Config::from_cli(cli)?;
+        crate::server::cap_open_file_cache(&mut cfg);
         let main = Root::open(&cfg.root)?;
         let mut hosts = Vec::with_capacity(cfg.hosts.len());
         for h in &cfg.hosts {
@@ -100,7 +101,11 @@ fn keep_restart_only(new: &mut Config, running: &Config) {
     new.max_connections_per_ip = running.max_connections_per_ip;
     new.open_file_cache = running.open_file_cache;
     new.small_file_cache = running.small_file_cache;
-    new.access_log.clone_from(&running.access_log);
+    // A new path is reopened (server.rs); turning the log on or off takes
+    // a restart (the writer thread).
+    if new.access_log.is_some() != running.access_log.is_some() {
+        new.access_log.clone_from(&running.access_log);
+    }
     new.user.clone_from(&running.user);
     new.metrics = running.metrics;
     new.sendfile = running.sendfile;
@@ -129,7 +134,10 @@ fn restart_only(a: &Config, b: &Config) -> Vec<&'static str> {
     );
     check(a.open_file_cache != b.open_file_cache, "open-file-cache");
     check(a.small_file_cache != b.small_file_cache, "small-file-cache");
-    check(a.access_log != b.access_log, "access-log");
+    check(
+        a.access_log.is_some() != b.access_log.is_some(),
+        "access-log (on or off)",
+    );
     check(a.user != b.user, "user");
     check(a.metrics != b.metrics, "metrics");
     check(a.sendfile != b.sendfile, "sendfile");

@@ -10,6 +10,7 @@ use crate::accesslog::AccessLog;
 use crate::backend::{self, ShutdownSignal, WorkerContext};
 use crate::config::{BackendKind, Config, FirstMiss};
 use crate::fs::{Root, Roots};
+use crate::listen::{Kind, Listeners};
 use crate::memory::MemoryWatch;
 use crate::net;
 use crate::recent::RecentFiles;
@@ -17,6 +18,9 @@ use crate::recent::RecentFiles;
 /// Runs the server until it is told to stop. Returns a one-line error for
 /// the user on failure to start.
 pub fn run(mut cfg: Config) -> Result<(), String> {
+    // Read before anything can replace the binary (a handover runs it).
+    let program = crate::handover::Program::current();
+    crate::errlog::configure(cfg.log_level, cfg.error_log.as_deref())?;
     let main_root = Root::open(&cfg.root)?;
     let mut host_roots = Vec::with_capacity(cfg.hosts.len());
     for h in &cfg.hosts {
@@ -32,10 +36,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             let fallback = BackendKind::PosixAio;
             backend::probe(fallback)
                 .map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
-            crate::say!(
-                "spindle: warning: {e}; falling back to the {} backend",
-                fallback.name()
-            );
+            crate::warn!("{e}; falling back to the {} backend", fallback.name());
             cfg.backend = fallback;
         } else {
             return Err(e);
@@ -46,11 +47,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // worker_rlimit_nofile), then give the open-file caches at most half of
     // it. Connections may still run the table full; a worker that then
     // meets EMFILE sheds half its cache before it pauses accepting.
-    let nofile = raise_nofile_limit();
-    let per_worker = nofile / 2 / cfg.workers as u64;
-    if (per_worker as usize) < cfg.open_file_cache {
-        cfg.open_file_cache = per_worker as usize;
-    }
+    raise_nofile_limit();
+    cap_open_file_cache(&mut cfg);
 
     // Block the stop signals in every thread; the main thread takes them
     // with sigwait below, so no handler ever runs inside a worker.
@@ -59,27 +57,15 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigset, std::ptr::null_mut()) };
 
     let workers = cfg.workers as usize;
-    let mut per_worker: Vec<Vec<OwnedFd>> = (0..workers).map(|_| Vec::new()).collect();
-    let mut bound = Vec::new();
-    // Sockets from systemd (socket activation) take the place of --listen.
-    let activated = net::activated_sockets()?;
-    for sock in &activated {
-        let addr =
-            net::local_addr(sock.as_raw_fd()).map_err(|e| format!("socket from systemd: {e}"))?;
-        bound.push(addr);
-        for w in per_worker.iter_mut() {
-            w.push(
-                sock.try_clone()
-                    .map_err(|e| format!("socket from systemd: {e}"))?,
-            );
-        }
-    }
-    let listen: &[std::net::SocketAddr] = if activated.is_empty() {
-        &cfg.listen
-    } else {
-        &[]
+    // Sockets from the spindle this one replaces (SIGUSR2), from systemd
+    // (socket activation), or bound here.
+    let inherited = crate::handover::inherited()?;
+    let (inherited, handover_ready) = match inherited {
+        Some(h) => (h.groups, Some(h.ready)),
+        None => (Vec::new(), None),
     };
-    if !cfg.tls_listen.is_empty()
+    let listeners = Listeners::open(&cfg, workers, inherited)?;
+    if listeners.has(Kind::Tls)
         && !matches!(cfg.backend, BackendKind::IoUring | BackendKind::PosixAio)
     {
         return Err(format!(
@@ -93,7 +79,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             cfg.backend.name()
         ));
     }
-    let tls = if cfg.tls_listen.is_empty() {
+    let tls = if !listeners.has(Kind::Tls) {
         None
     } else {
         let shared = crate::tls::Shared::load(&cfg.tls_certs)?;
@@ -104,67 +90,17 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             }
             Err(e) => format!("no kernel TLS ({e})"),
         };
-        crate::say!(
-            "spindle: HTTPS: {path}; records are encrypted in user space (rustls), bodies read into buffers"
+        crate::info!(
+            "HTTPS: {path}; records are encrypted in user space (rustls), bodies read into buffers"
         );
         Some(Arc::new(shared))
     };
-    // Listener order, the same in every worker: plain HTTP, then PROXY
-    // protocol (from `proxy_at`), then HTTPS (from `tls_from`).
-    let proxy_at = activated.len() + listen.len();
-    let tls_from = proxy_at + cfg.proxy_listen.len();
-    let mut proxied = Vec::new();
-    let mut https = Vec::new();
-    for (n, addr) in listen
-        .iter()
-        .chain(&cfg.proxy_listen)
-        .chain(&cfg.tls_listen)
-        .enumerate()
-    {
-        let n = activated.len() + n;
-        let (actual, socks) = net::bind_group(*addr, workers).map_err(|e| {
-            let hint = match e.raw_os_error() {
-                Some(libc::EADDRINUSE) => {
-                    "; is another server running there? choose another port with --listen"
-                }
-                Some(libc::EACCES) => "; ports below 1024 need root or CAP_NET_BIND_SERVICE",
-                Some(libc::EADDRNOTAVAIL) => "; that address is not on this machine",
-                _ => "",
-            };
-            format!("cannot listen on {addr}: {e}{hint}")
-        })?;
-        if n < proxy_at {
-            bound.push(actual);
-        } else if n < tls_from {
-            proxied.push(actual);
-        } else {
-            https.push(actual);
-        }
-        for (w, s) in socks.into_iter().enumerate() {
-            per_worker[w].push(s);
-        }
-    }
-
+    let bound = listeners.addrs(Kind::Plain);
+    let proxied = listeners.addrs(Kind::Proxy);
+    let https = listeners.addrs(Kind::Tls);
     // The metrics listener, bound with the others (before dropping
     // privileges); served from its own thread once the workers run.
-    let metrics_listener = match cfg.metrics {
-        None => None,
-        Some(addr) => {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| {
-                let hint = match e.raw_os_error() {
-                    Some(libc::EADDRINUSE) => "; choose another port with --metrics",
-                    Some(libc::EACCES) => "; ports below 1024 need root or CAP_NET_BIND_SERVICE",
-                    Some(libc::EADDRNOTAVAIL) => "; that address is not on this machine",
-                    _ => "",
-                };
-                format!("cannot listen on {addr} for metrics: {e}{hint}")
-            })?;
-            let actual = l
-                .local_addr()
-                .map_err(|e| format!("metrics listener: {e}"))?;
-            Some((l, actual))
-        }
-    };
+    let metrics_listener = listeners.metrics()?;
 
     let (log, log_thread) = match &cfg.access_log {
         Some(target) => {
@@ -202,7 +138,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel();
-    for (id, listeners) in per_worker.into_iter().enumerate() {
+    for id in 0..workers {
+        let (mine, proxied_range, tls_from) = listeners.for_worker(id, workers)?;
         // SAFETY: plain eventfd(2) call.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
@@ -212,8 +149,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         let efd = unsafe { OwnedFd::from_raw_fd(efd) };
         let ctx = WorkerContext {
             id,
-            listeners,
-            proxied: proxy_at..tls_from,
+            listeners: mine,
+            proxied: proxied_range,
             tls_from,
             tls: tls.clone(),
             root: root.clone(),
@@ -270,7 +207,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         crate::metrics::serve(listener, registry.clone())?;
         // Before the startup line, so that a script that waits for that
         // line has this one too.
-        crate::say!("spindle: metrics on http://{addr}/metrics");
+        crate::info!("metrics on http://{addr}/metrics");
     }
     let addrs: Vec<String> = bound
         .iter()
@@ -288,8 +225,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         .chain(&https)
         .all(|a| a.ip().is_loopback());
     // Scripts and tests read this line to learn the port.
-    crate::say!(
-        "spindle: serving {} on {} (backend {}, {} worker{}){}",
+    crate::info!(
+        "serving {} on {} (backend {}, {} worker{}){}",
         root.main().path().display(),
         addrs.join(" "),
         cfg.backend.name(),
@@ -303,8 +240,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     );
 
     if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
-        crate::say!(
-            "spindle: page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
+        crate::info!(
+            "page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
             memory.describe(),
             if cfg.first_miss == FirstMiss::Auto {
                 "once it is full"
@@ -315,14 +252,21 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         );
     }
 
-    if !activated.is_empty() {
-        crate::say!(
-            "spindle: listening on {} socket{} passed by systemd (--listen ignored)",
-            activated.len(),
-            if activated.len() == 1 { "" } else { "s" }
+    if listeners.from_systemd > 0 {
+        crate::info!(
+            "listening on {} socket{} passed by systemd (--listen ignored)",
+            listeners.from_systemd,
+            if listeners.from_systemd == 1 { "" } else { "s" }
         );
     }
-    drop(activated);
+    if listeners.inherited > 0 {
+        crate::info!(
+            "took over {} listener{} from pid {}",
+            listeners.inherited,
+            if listeners.inherited == 1 { "" } else { "s" },
+            std::os::unix::process::parent_id()
+        );
+    }
     net::sd_notify(&format!(
         "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
         root.main().path().display(),
@@ -330,20 +274,30 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         std::process::id()
     ));
 
-    // Wait for a stop signal; on the way, SIGUSR1 reopens the access log and
-    // SIGHUP reloads the TLS certificates.
+    // The spindle this one replaces drains once it reads this.
+    if let Some(ready) = handover_ready {
+        crate::handover::say_ready(ready);
+    }
+
+    // Wait for a stop signal; on the way, SIGUSR1 reopens the logs, SIGHUP
+    // reloads the configuration (and reopens the logs), SIGUSR2 starts a
+    // new binary on the same sockets.
     let mut sig: libc::c_int = 0;
     loop {
         // SAFETY: sigset is valid and `sig` a live out-parameter.
         unsafe { libc::sigwait(&sigset, &mut sig) };
         match sig {
-            libc::SIGUSR1 => log.reopen(),
-            libc::SIGHUP => reload(&reloads, tls.as_deref()),
+            libc::SIGUSR1 => {
+                log.reopen();
+                crate::errlog::reopen();
+            }
+            libc::SIGHUP => reload(&reloads, tls.as_deref(), &log),
+            libc::SIGUSR2 => crate::handover::start(&program, &listeners),
             _ => break,
         }
     }
-    crate::say!(
-        "spindle: got {}, finishing responses in flight (up to {:.0?})",
+    crate::info!(
+        "got {}, finishing responses in flight (up to {:.0?})",
         if sig == libc::SIGINT {
             "SIGINT"
         } else {
@@ -361,6 +315,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             Err(_) => failed = Some("a worker panicked".to_string()),
         }
     }
+    log.shut();
     drop(log);
     if let Some(h) = log_thread {
         let _ = h.join();
@@ -369,7 +324,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     match failed {
         Some(e) => Err(e),
         None => {
-            crate::say!("spindle: stopped");
+            crate::info!("stopped");
             Ok(())
         }
     }
@@ -380,23 +335,33 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
 /// certificates and keys again. A bad file keeps the running
 /// configuration (or certificates), with an error line; connections
 /// already open are not touched either way.
-fn reload(reloads: &crate::reload::Shared, tls: Option<&crate::tls::Shared>) {
-    net::sd_notify("RELOADING=1");
+fn reload(reloads: &crate::reload::Shared, tls: Option<&crate::tls::Shared>, log: &AccessLog) {
+    net::sd_notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
     let (_, running) = reloads.current();
-    match reloads.reload(&running.cfg) {
+    let result = reloads.reload(&running.cfg);
+    // The logs, at the paths now configured (the same ones after a bad
+    // file): a reload does what SIGUSR1 does too.
+    let (_, now) = reloads.current();
+    if let Err(e) = crate::errlog::configure(now.cfg.log_level, now.cfg.error_log.as_deref()) {
+        crate::error!("{e}; still writing to the old error log");
+    }
+    if let Some(target) = &now.cfg.access_log {
+        log.reopen_at(target);
+    }
+    match result {
         Ok(fixed) if fixed.is_empty() => {
-            crate::say!("spindle: got SIGHUP; configuration reloaded")
+            crate::info!("got SIGHUP; configuration reloaded")
         }
-        Ok(fixed) => crate::say!(
-            "spindle: got SIGHUP; configuration reloaded, but {} take effect only at a restart",
+        Ok(fixed) => crate::warn!(
+            "got SIGHUP; configuration reloaded, but {} take effect only at a restart",
             fixed.join(", ")
         ),
-        Err(e) => crate::say!("spindle: got SIGHUP; {e}; keeping the running configuration"),
+        Err(e) => crate::error!("got SIGHUP; {e}; keeping the running configuration"),
     }
     if let Some(t) = tls {
         match t.reload() {
-            Ok(()) => crate::say!("spindle: TLS certificates reloaded"),
-            Err(e) => crate::say!("spindle: {e}; keeping the certificates in use"),
+            Ok(()) => crate::info!("TLS certificates reloaded"),
+            Err(e) => crate::error!("{e}; keeping the certificates in use"),
         }
     }
     net::sd_notify("READY=1");
@@ -447,8 +412,19 @@ fn switch_user(name: &str) -> Result<(), String> {
             ));
         }
     }
-    crate::say!("spindle: running as user {name} (uid {uid}, gid {gid})");
+    crate::info!("running as user {name} (uid {uid}, gid {gid})");
     Ok(())
+}
+
+/// CLOCK_MONOTONIC in µs, for systemd's `RELOADING=1`.
+fn monotonic_usec() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
 fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
@@ -458,29 +434,37 @@ fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
     }
 }
 
-/// Raises RLIMIT_NOFILE's soft limit to its hard limit; returns the new
-/// soft limit.
-fn raise_nofile_limit() -> u64 {
+/// Gives the open-file caches at most half the descriptor limit (the
+/// soft limit, once raised): at start, and to a reloaded configuration
+/// before it is compared with the running one.
+pub fn cap_open_file_cache(cfg: &mut Config) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a live local struct.
+    let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    };
+    let per_worker = (nofile / 2 / u64::from(cfg.workers.max(1))) as usize;
+    cfg.open_file_cache = cfg.open_file_cache.min(per_worker);
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to its hard limit.
+fn raise_nofile_limit() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit/setrlimit read and write a live local struct.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
-    lim.rlim_cur
 }
 
 fn stop_signals() -> libc::sigset_t {
@@ -492,6 +476,7 @@ fn stop_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGUSR1);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
         set
     }
 }

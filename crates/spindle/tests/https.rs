@@ -65,7 +65,7 @@ fn https_port(srv: &Server) -> u16 {
     let err = srv.stderr();
     let line = err
         .lines()
-        .find(|l| l.contains("spindle: serving "))
+        .find(|l| l.contains("]: serving "))
         .expect("startup line");
     line.split("https://")
         .nth(1)

@@ -14,14 +14,16 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// The metrics address a server printed (`spindle: metrics on http://ADDR/metrics`).
+/// The metrics address a server printed (`... spindle[PID]: metrics on http://ADDR/metrics`).
 fn metrics_addr(srv: &Server) -> SocketAddr {
     let log = srv.stderr();
     let line = log
         .lines()
-        .find(|l| l.starts_with("spindle: metrics on http://"))
+        .find(|l| l.contains("]: metrics on http://"))
         .unwrap_or_else(|| panic!("no metrics line in {log}"));
-    line["spindle: metrics on http://".len()..]
+    line.split("]: metrics on http://")
+        .nth(1)
+        .unwrap()
         .trim_end_matches("/metrics")
         .parse()
         .unwrap()

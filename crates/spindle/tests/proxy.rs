@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{BufReader, Read, Write};
-use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv6Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,7 +50,7 @@ fn start(
 fn proxy_addr(log: &str) -> SocketAddr {
     let line = log
         .lines()
-        .find(|l| l.contains("spindle: serving "))
+        .find(|l| l.contains("]: serving "))
         .expect("startup line");
     let before = line.split(" (PROXY protocol)").next().unwrap();
     let url = before.rsplit("http://").next().unwrap();
@@ -371,16 +371,6 @@ fn bad_proxy_flags_give_one_line_and_exit_1() {
     ] {
         startup_error(args, needle);
     }
-}
-
-/// A free port on 127.0.0.4, where no other test binds (bound and
-/// released, for HAProxy to bind next).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.4:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// HAProxy in front, `send-proxy-v2` from source address 127.0.0.3, the

@@ -21,14 +21,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// GET `path` on `port` until it answers (the server may still be starting).
 fn get_when_up(port: u16, path: &str) -> Resp {
     let t0 = Instant::now();
@@ -199,4 +191,180 @@ fn example_units_pass_systemd_analyze_verify() {
     assert!(out.status.success(), "{err}");
     // An unknown or misspelt directive is only a warning: none is allowed.
     assert!(err.trim().is_empty(), "warnings: {err}");
+}
+
+/// The README's "Under systemd" walkthrough, from the files it installs:
+/// contrib/spindle.toml, the units' `ListenStream=`, `ExecStart=` and
+/// `ExecReload=`, and contrib/spindle.logrotate, with paths and ports
+/// moved to a temporary directory and free ports, under
+/// `systemd-socket-activate` in place of systemd. Checked: plain HTTP on
+/// the port-80 socket, HTTPS on the port-443 one, a metrics scrape, a
+/// reload, and a log rotation by logrotate itself.
+#[test]
+fn the_readme_walkthrough_runs_from_the_example_files() {
+    let Some(tool) = [
+        "/usr/bin/systemd-socket-activate",
+        "/bin/systemd-socket-activate",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists()) else {
+        assert!(std::env::var_os("CI").is_none(), "CI installs systemd");
+        eprintln!("SKIPPED the_readme_walkthrough: no systemd-socket-activate");
+        return;
+    };
+    let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib");
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("www")).unwrap();
+    std::fs::create_dir_all(d.join("log")).unwrap();
+    std::fs::write(d.join("www/index.html"), "hello\n").unwrap();
+    let (http, https, metrics) = (free_port(), free_port(), free_port());
+    // The machine's paths and ports, as the README installs them, moved.
+    let moved = |s: &str| {
+        s.replace("/usr/local/bin/spindle", SPINDLE)
+            .replace(
+                "/etc/spindle/spindle.toml",
+                d.join("spindle.toml").to_str().unwrap(),
+            )
+            .replace("/srv/www", d.join("www").to_str().unwrap())
+            .replace(
+                "/etc/spindle/tls/fullchain.pem",
+                tls.join("p256.pem").to_str().unwrap(),
+            )
+            .replace(
+                "/etc/spindle/tls/privkey.pem",
+                tls.join("p256.key").to_str().unwrap(),
+            )
+            .replace("/var/log/spindle", d.join("log").to_str().unwrap())
+            .replace("0.0.0.0:", "127.0.0.1:")
+            .replace("[::]:", "[::1]:")
+            .replace(":80\"", &format!(":{http}\""))
+            .replace(":443\"", &format!(":{https}\""))
+            .replace(":9100\"", &format!(":{metrics}\""))
+    };
+    let toml = moved(&std::fs::read_to_string(contrib.join("spindle.toml")).unwrap());
+    std::fs::write(d.join("spindle.toml"), &toml).unwrap();
+    let service = moved(&std::fs::read_to_string(contrib.join("spindle.service")).unwrap());
+    let directive = |text: &str, key: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(key))
+            .map(str::to_string)
+            .collect()
+    };
+    let exec = directive(&service, "ExecStart=").pop().expect("ExecStart=");
+    let reload = directive(&service, "ExecReload=")
+        .pop()
+        .expect("ExecReload=");
+    // The socket unit's addresses, with the same ports moved.
+    let socket = std::fs::read_to_string(contrib.join("spindle.socket")).unwrap();
+    let listen: Vec<String> = directive(&socket, "ListenStream=")
+        .iter()
+        .map(|a| moved(&format!("{a}\"")).trim_end_matches('"').to_string())
+        .collect();
+    assert_eq!(listen.len(), 4, "80 and 443, IPv4 and IPv6: {listen:?}");
+
+    let err = d.join("spindle.err");
+    let mut cmd = Command::new(tool);
+    for a in &listen {
+        cmd.args(["-l", a]);
+    }
+    let child = Killed(
+        cmd.args(exec.split_whitespace())
+            .env_remove("JOURNAL_STREAM")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let r = get_when_up(http, "/index.html");
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello\n"[..]));
+
+    // HTTPS on the socket the TOML's tls-listen names.
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(tls.join("ca.pem"))
+        .args(["--resolve", &format!("localhost:{https}:127.0.0.1")])
+        .arg(format!("https://localhost:{https}/index.html"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"hello\n");
+
+    // A metrics scrape.
+    let m = get_when_up(metrics, "/metrics");
+    let text = String::from_utf8_lossy(&m.body);
+    assert!(
+        text.contains("spindle_requests_total{method=\"GET\",code=\"2xx\"} 2"),
+        "{text}"
+    );
+
+    // systemctl reload: the unit's ExecReload=.
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(reload.replace("$MAINPID", &pid.to_string()))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    while !std::fs::read_to_string(&err)
+        .unwrap()
+        .contains("configuration reloaded")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{}",
+            std::fs::read_to_string(&err).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // logrotate with the shipped file; its postrotate is systemctl kill.
+    let access = d.join("log/access.log");
+    assert_eq!(wait_log_lines(&access, 2).len(), 2);
+    let conf = moved(&std::fs::read_to_string(contrib.join("spindle.logrotate")).unwrap()).replace(
+        "systemctl kill -s USR1 spindle.service",
+        &format!("kill -USR1 {pid}"),
+    );
+    std::fs::write(d.join("logrotate.conf"), conf).unwrap();
+    let out = Command::new("logrotate")
+        .args(["-f", "-s"])
+        .arg(d.join("logrotate.state"))
+        .arg(d.join("logrotate.conf"))
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(_) => {
+            assert!(std::env::var_os("CI").is_none(), "CI installs logrotate");
+            eprintln!("SKIPPED the logrotate step: no logrotate");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rotated = std::fs::read_to_string(d.join("log/access.log.1")).unwrap();
+    assert_eq!(rotated.lines().count(), 2, "{rotated}");
+    let t = Instant::now();
+    while !std::fs::read_to_string(&err).unwrap().contains("reopened") {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{}",
+            std::fs::read_to_string(&err).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(get_when_up(http, "/index.html").status, 200);
+    let lines = wait_log_lines(&access, 1);
+    assert!(
+        lines.len() == 1 && lines[0].contains("GET /index.html"),
+        "{lines:?}"
+    );
 }

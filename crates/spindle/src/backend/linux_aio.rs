@@ -315,8 +315,8 @@ fn reopen_direct(fd: RawFd) -> Option<OwnedFd> {
         } else {
             format!("reopening a file with O_DIRECT failed: {e}")
         };
-        crate::say!(
-            "spindle: linux-aio-sendfile: device {}:{}: {why}; reading its files with buffered AIO instead (those reads block the event loop)",
+        crate::warn!(
+            "linux-aio-sendfile: device {}:{}: {why}; reading its files with buffered AIO instead (those reads block the event loop)",
             libc::major(dev),
             libc::minor(dev)
         );
@@ -476,11 +476,11 @@ impl Mover for LinuxAio {
             match unsafe { self.ctx.submit(&mut cb) } {
                 Ok(1) => {}
                 Ok(_) => {
-                    crate::say!("spindle: io_submit accepted no read; closing the connection");
+                    crate::error!("io_submit accepted no read; closing the connection");
                     return Progress::Fail;
                 }
                 Err(e) => {
-                    crate::say!("spindle: io_submit failed: {e}; closing the connection");
+                    crate::error!("io_submit failed: {e}; closing the connection");
                     return Progress::Fail;
                 }
             }

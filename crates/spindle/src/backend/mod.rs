@@ -69,18 +69,16 @@ pub fn unix_now() -> i64 {
 pub fn read_failed(errno: i32, answered: bool) {
     let e = std::io::Error::from_raw_os_error(errno);
     if answered {
-        crate::say!("spindle: reading a file failed: {e}; answered 500 in its place");
+        crate::error!("reading a file failed: {e}; answered 500 in its place");
     } else {
-        crate::say!(
-            "spindle: reading a file failed: {e}; closing the connection (its head was sent)"
-        );
+        crate::error!("reading a file failed: {e}; closing the connection (its head was sent)");
     }
 }
 
 /// Logs a file that ended before the length promised in the head (the
 /// connection is then dropped: nothing correct can follow).
 pub fn truncated() {
-    crate::say!("spindle: a file was truncated while being sent; closing the connection");
+    crate::warn!("a file was truncated while being sent; closing the connection");
 }
 
 /// Whether a body's last bytes may go to the socket: the response names
@@ -106,9 +104,7 @@ pub fn version_holds(
 /// was being sent: the last bytes are withheld and the connection dropped,
 /// so the client sees a short body instead of a mix of two versions.
 pub fn changed() {
-    crate::say!(
-        "spindle: a file changed while being sent; closing the connection before its last bytes"
-    );
+    crate::warn!("a file changed while being sent; closing the connection before its last bytes");
 }
 
 /// Moves the body of a response into its head buffer when the file's
@@ -159,8 +155,8 @@ pub fn proxied_session(cfg: &Config, fd: RawFd) -> Option<Session> {
         _ => {}
     }
     if !SAID.swap(true, Ordering::Relaxed) {
-        crate::say!(
-            "spindle: refused a connection from {} on a PROXY listener: not in proxy-from (said once)",
+        crate::warn!(
+            "refused a connection from {} on a PROXY listener: not in proxy-from (said once)",
             peer.map_or_else(|| "-".to_string(), |a| a.ip().to_string())
         );
     }

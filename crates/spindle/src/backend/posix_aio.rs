@@ -454,7 +454,7 @@ impl Mover for PosixAio {
             let file = match tx.file.as_ref().expect("file for body").try_clone() {
                 Ok(f) => f,
                 Err(e) => {
-                    crate::say!("spindle: cannot duplicate a file descriptor for an I/O thread: {e}; closing the connection");
+                    crate::error!("cannot duplicate a file descriptor for an I/O thread: {e}; closing the connection");
                     self.bufs_free.push(buf);
                     return Progress::Fail;
                 }

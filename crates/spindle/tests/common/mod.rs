@@ -145,7 +145,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 /// (ends in a newline) in `log`.
 pub fn startup_addr(log: &str) -> Option<String> {
     let complete = &log[..log.rfind('\n')? + 1];
-    let line = complete.lines().find(|l| l.contains("spindle: serving "))?;
+    let line = complete.lines().find(|l| l.contains("]: serving "))?;
     let url = line.split("http://").nth(1).expect("url in startup line");
     Some(url.split('/').next().unwrap().to_string())
 }
@@ -413,6 +413,15 @@ pub fn startup_error(args: &[&str], needle: &str) {
         err.starts_with("spindle: error: ") && err.contains(needle),
         "{args:?}: {err}"
     );
+}
+
+/// A port nothing listens on now (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A small, locked receive buffer, so that the server cannot queue the

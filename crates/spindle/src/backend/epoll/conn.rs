@@ -62,8 +62,8 @@ impl<M: Mover> Worker<M> {
                             self.ctx.metrics.pause(Pause::FdLimit);
                         }
                         if !self.warned_emfile {
-                            crate::say!(
-                                "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
+                            crate::error!(
+                                "worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
                                 self.ctx.id,
                                 io::Error::from_raw_os_error(e),
                                 ACCEPT_BACKOFF
@@ -104,7 +104,7 @@ impl<M: Mover> Worker<M> {
             match EpollTls::new(cfg) {
                 Ok(t) => Some(t),
                 Err(e) => {
-                    crate::say!("spindle: TLS session: {e}");
+                    crate::error!("TLS session: {e}");
                     return;
                 }
             }
@@ -126,8 +126,8 @@ impl<M: Mover> Worker<M> {
         let who = Ticket { slot, gen };
         let bits = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
         if let Err(e) = epoll_add(self.epfd.as_raw_fd(), fd.as_raw_fd(), bits, who.token()) {
-            crate::say!(
-                "spindle: worker {}: epoll_ctl: {e}; dropping a connection",
+            crate::error!(
+                "worker {}: epoll_ctl: {e}; dropping a connection",
                 self.ctx.id
             );
             self.free.push(slot);
@@ -426,7 +426,13 @@ impl<M: Mover> Worker<M> {
         self.drain_deadline = Some(self.now + self.ctx.cfg.drain_timeout);
         for slot in 0..self.conns.len() {
             let idle = match &self.conns[slot] {
-                Some(c) if c.phase == Phase::Reading && !c.session.mid_request() => Some(c.gen),
+                Some(c)
+                    if c.phase == Phase::Reading
+                        && !c.session.mid_request()
+                        && c.session.served() > 0 =>
+                {
+                    Some(c.gen)
+                }
                 _ => None,
             };
             if let Some(gen) = idle {

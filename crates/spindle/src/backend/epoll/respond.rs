@@ -53,7 +53,9 @@ impl<M: Mover> Worker<M> {
                     // A TLS handshake counts as a request head under way.
                     let mid = !idle;
                     c.deadline = now + if mid { header_timeout } else { keepalive };
-                    if draining && !mid {
+                    // Draining: only a connection that has had an answer
+                    // closes here (see the uring backend's drive).
+                    if draining && !mid && c.session.served() > 0 {
                         self.close(who);
                         return;
                     }

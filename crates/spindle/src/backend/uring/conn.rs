@@ -81,8 +81,8 @@ impl Worker {
                         self.ctx.metrics.pause(Pause::FdLimit);
                     }
                     if !self.warned_emfile {
-                        crate::say!(
-                            "spindle: worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
+                        crate::error!(
+                            "worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
                             self.ctx.id,
                             std::io::Error::from_raw_os_error(-res),
                             ACCEPT_BACKOFF
@@ -120,15 +120,17 @@ impl Worker {
             (Some((_, cfg)), true) => match super::tls::TlsState::new(cfg) {
                 Ok(t) => Some(t),
                 Err(e) => {
-                    crate::say!("spindle: TLS session: {e}");
+                    crate::error!("TLS session: {e}");
                     self.refuse(fd, i, more);
                     return;
                 }
             },
             _ => None,
         };
-        if self.draining || self.live >= self.max_conns {
-            // Raced with a cancel: this one was already accepted.
+        if self.live >= self.max_conns {
+            // Raced with a cancel: this one was already accepted. (One
+            // accepted while draining is served: during a binary handover
+            // its client connected to a socket that still serves.)
             self.push(
                 opcode::Close::new(types::Fd(fd)).build(),
                 ud(Op::Close, NO_SLOT, 0),
@@ -222,7 +224,10 @@ impl Worker {
                 // A TLS handshake counts as the head: --header-timeout.
                 let mid = !idle;
                 c.deadline = now + if mid { header_timeout } else { keepalive };
-                if draining && !mid {
+                // Draining: a keep-alive connection between requests
+                // closes; a new one gets its first answer (it may have
+                // been accepted just before a handover).
+                if draining && !mid && c.session.served() > 0 {
                     self.begin_close(slot, false);
                     return;
                 }
@@ -796,7 +801,7 @@ impl Worker {
         self.drain_deadline = Some(self.now + self.ctx.cfg.drain_timeout);
         self.cancel_accepts();
         for slot in 0..self.conns.len() as u32 {
-            let idle = matches!(&self.conns[slot as usize], Some(c) if c.phase == Phase::Reading && !c.session.mid_request());
+            let idle = matches!(&self.conns[slot as usize], Some(c) if c.phase == Phase::Reading && !c.session.mid_request() && c.session.served() > 0);
             if idle {
                 self.begin_close(slot, false);
             }

@@ -29,8 +29,8 @@ pub(super) fn go_direct(file: RawFd, tx: &mut Tx) {
 pub(super) fn warn_direct(e: &std::io::Error) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        crate::say!(
-            "spindle: O_DIRECT refused by the file system ({e}); files used once are read through the page cache"
+        crate::warn!(
+            "O_DIRECT refused by the file system ({e}); files used once are read through the page cache"
         );
     }
 }

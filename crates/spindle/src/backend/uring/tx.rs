@@ -30,8 +30,8 @@ pub const SENDFILE_TURN: u64 = 1024 * 1024;
 fn warn_unmappable(e: &std::io::Error) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        crate::say!(
-            "spindle: mmap of a served file failed ({e}); large files that miss the page cache are read into buffers"
+        crate::warn!(
+            "mmap of a served file failed ({e}); large files that miss the page cache are read into buffers"
         );
     }
 }
