@@ -288,8 +288,10 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         unsafe { libc::sigwait(&sigset, &mut sig) };
         match sig {
             libc::SIGUSR1 => {
-                log.reopen();
+                // The error log first: the access log's writer says
+                // "reopened" in it.
                 crate::errlog::reopen();
+                log.reopen();
             }
             libc::SIGHUP => reload(&reloads, tls.as_deref(), &log),
             libc::SIGUSR2 => crate::handover::start(&program, &listeners),
