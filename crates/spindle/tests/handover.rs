@@ -69,7 +69,8 @@ fn hammer(
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicU64>,
     bad: Arc<AtomicU64>,
-) {
+) -> Vec<String> {
+    let mut errors = Vec::new();
     let want = b"plain text\n";
     while !stop.load(Ordering::Relaxed) {
         let r = (|| -> std::io::Result<Vec<u8>> {
@@ -84,11 +85,18 @@ fn hammer(
             Ok(v) if v.starts_with(b"HTTP/1.1 200 ") && v.ends_with(want) => {
                 ok.fetch_add(1, Ordering::Relaxed);
             }
-            _ => {
+            other => {
                 bad.fetch_add(1, Ordering::Relaxed);
+                if errors.len() < 5 {
+                    errors.push(match other {
+                        Ok(v) => format!("{:?}", String::from_utf8_lossy(&v[..v.len().min(80)])),
+                        Err(e) => e.to_string(),
+                    });
+                }
             }
         }
     }
+    errors
 }
 
 #[test]
