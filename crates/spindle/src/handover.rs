@@ -22,6 +22,9 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::sync::Arc;
+
+use crate::backend::AcceptGate;
 use crate::listen::{Group, Kind, Listeners};
 use crate::net;
 
@@ -127,13 +130,37 @@ impl Program {
     }
 }
 
-/// SIGUSR2: starts the new process and a thread that waits for it. When
-/// it serves, that thread sends this process SIGTERM (the drain); when it
-/// exits first, this process keeps serving.
-pub fn start(program: &Program, listeners: &Listeners) {
+/// Longest wait for the workers to stop accepting before a handover.
+const GATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// SIGUSR2: closes the accept gate (`backend::AcceptGate`), starts the new
+/// process and a thread that waits for it. When it serves, that thread
+/// sends this process SIGTERM (the drain); when it exits first, the gate
+/// opens again and this process keeps serving. Meanwhile new connections
+/// wait in the sockets' queues.
+pub fn start(
+    program: &Program,
+    listeners: &Listeners,
+    gate: &Arc<AcceptGate>,
+    wake: &Arc<Vec<OwnedFd>>,
+    workers: usize,
+) {
     if STARTING.swap(true, Ordering::AcqRel) {
         crate::warn!("got SIGUSR2, but a new binary is already starting; ignored");
         return;
+    }
+    gate.close();
+    wake_all(wake);
+    let t = std::time::Instant::now();
+    while gate.stopped() < workers {
+        if t.elapsed() > GATE_TIMEOUT {
+            crate::error!(
+                "got SIGUSR2, but the workers did not stop accepting within {GATE_TIMEOUT:?}; still serving"
+            );
+            reopen(gate, wake);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     match spawn(program, listeners) {
         Ok((child, ready)) => {
@@ -142,9 +169,10 @@ pub fn start(program: &Program, listeners: &Listeners) {
                 "got SIGUSR2; started {} as pid {pid}, handing it the listening sockets",
                 program.exe.display()
             );
+            let (gate, wake) = (gate.clone(), wake.clone());
             let watcher = std::thread::Builder::new()
                 .name("spindle-handover".into())
-                .spawn(move || watch(child, ready));
+                .spawn(move || watch(child, ready, &gate, &wake));
             if let Err(e) = watcher {
                 crate::error!("handover: cannot start a thread to wait for pid {pid}: {e}");
             }
@@ -154,7 +182,7 @@ pub fn start(program: &Program, listeners: &Listeners) {
                 "got SIGUSR2, but cannot start {}: {e}; still serving",
                 program.exe.display()
             );
-            STARTING.store(false, Ordering::Release);
+            reopen(gate, wake);
         }
     }
 }
@@ -186,8 +214,21 @@ fn spawn(
     Ok((child, ready_r))
 }
 
+/// The workers accept again; another SIGUSR2 may try again.
+fn reopen(gate: &AcceptGate, wake: &[OwnedFd]) {
+    gate.open();
+    wake_all(wake);
+    STARTING.store(false, Ordering::Release);
+}
+
+fn wake_all(wake: &[OwnedFd]) {
+    for e in wake {
+        crate::backend::signal_eventfd(e.as_raw_fd());
+    }
+}
+
 /// Waits for the child's word (one byte) or its exit (end of file).
-fn watch(mut child: std::process::Child, ready: OwnedFd) {
+fn watch(mut child: std::process::Child, ready: OwnedFd, gate: &AcceptGate, wake: &[OwnedFd]) {
     let pid = child.id();
     let mut byte = [0u8; 1];
     let mut pipe = std::fs::File::from(ready);
@@ -208,7 +249,7 @@ fn watch(mut child: std::process::Child, ready: OwnedFd) {
             crate::error!(
                 "the new binary (pid {pid}) exited before serving ({status}); still serving"
             );
-            STARTING.store(false, Ordering::Release);
+            reopen(gate, wake);
         }
     }
 }

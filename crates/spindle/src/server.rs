@@ -135,6 +135,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     } else {
         None
     };
+    let gate = Arc::new(backend::AcceptGate::default());
     let mut eventfds = Vec::new();
     let mut handles = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -165,6 +166,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             shutdown: ShutdownSignal {
                 flag: flag.clone(),
                 eventfd: efd.as_raw_fd(),
+                gate: gate.clone(),
             },
             metrics: registry.worker(id),
             lister: lister.clone(),
@@ -188,6 +190,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         handles.push(h);
     }
     drop(ready_tx);
+    // Shared with a handover's watcher thread, which may open the gate.
+    let eventfds = Arc::new(eventfds);
     for _ in 0..workers {
         match ready_rx.recv() {
             Ok(Ok(())) => {}
@@ -294,7 +298,9 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
                 log.reopen();
             }
             libc::SIGHUP => reload(&reloads, tls.as_deref(), &log),
-            libc::SIGUSR2 => crate::handover::start(&program, &listeners),
+            libc::SIGUSR2 => {
+                crate::handover::start(&program, &listeners, &gate, &eventfds, workers)
+            }
             _ => break,
         }
     }

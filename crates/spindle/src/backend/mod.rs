@@ -328,8 +328,52 @@ impl WorkerContext {
 #[derive(Clone)]
 pub struct ShutdownSignal {
     pub flag: Arc<AtomicBool>,
-    /// An eventfd owned by the server; written once on shutdown.
+    /// An eventfd owned by the server; written on shutdown, and when the
+    /// accept gate opens or closes.
     pub eventfd: RawFd,
+    pub gate: Arc<AcceptGate>,
+}
+
+/// Closed while a new binary starts (SIGUSR2, `handover.rs`): the workers
+/// stop accepting, and each says so once none of its accepts is left in
+/// the kernel, before the new process starts accepting on the same
+/// sockets. Two processes accepting on one socket through io_uring at once
+/// can leave a socket's queue unserved: io_uring arms its accept polls
+/// `EPOLLEXCLUSIVE`, and in about one handover in twenty a wake-up went to
+/// the old process's poll while it was being cancelled, and the new
+/// process's never woke for that socket (tests/handover.rs). Opened again
+/// if the new process fails.
+#[derive(Default)]
+pub struct AcceptGate {
+    closed: AtomicBool,
+    stopped: std::sync::atomic::AtomicUsize,
+}
+
+impl AcceptGate {
+    pub fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Workers whose accepts are all stopped since the last [`close`].
+    ///
+    /// [`close`]: AcceptGate::close
+    pub fn stopped(&self) -> usize {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// A worker has no accept left in the kernel; once per close.
+    pub fn ack(&self) {
+        self.stopped.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn close(&self) {
+        self.stopped.store(0, Ordering::Release);
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn open(&self) {
+        self.closed.store(false, Ordering::Release);
+    }
 }
 
 impl ShutdownSignal {

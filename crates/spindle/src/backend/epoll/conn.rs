@@ -19,7 +19,10 @@ impl<M: Mover> Worker<M> {
     // ----- accepting ----------------------------------------------------
 
     fn can_accept(&self) -> bool {
-        !self.draining && self.live < self.max_conns && self.accept_resume.is_none()
+        !self.draining
+            && !self.accept_paused
+            && self.live < self.max_conns
+            && self.accept_resume.is_none()
     }
 
     pub(super) fn can_accept_more(&self) -> bool {
@@ -419,7 +422,23 @@ impl<M: Mover> Worker<M> {
 
     pub(super) fn on_wake(&mut self) {
         drain_eventfd(self.ctx.shutdown.eventfd);
-        if !self.ctx.shutdown.requested() || self.draining {
+        if !self.ctx.shutdown.requested() {
+            // The accept gate moved. epoll keeps nothing armed in the
+            // kernel that could take a connection, so closing is immediate;
+            // on opening, the listeners are tried at once (edge-triggered:
+            // connections that queued meanwhile bring no new edge).
+            let closed = self.ctx.shutdown.gate.closed();
+            if closed && !self.accept_paused {
+                self.accept_paused = true;
+                self.ctx.shutdown.gate.ack();
+            } else if !closed && self.accept_paused {
+                self.accept_paused = false;
+                self.accept_ready.iter_mut().for_each(|r| *r = true);
+                self.accept_all();
+            }
+            return;
+        }
+        if self.draining {
             return;
         }
         self.draining = true;

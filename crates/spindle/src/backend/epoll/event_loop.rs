@@ -105,6 +105,7 @@ impl<M: Mover> Worker<M> {
             rate,
             throttled: Vec::new(),
             draining: false,
+            accept_paused: false,
             drain_deadline: None,
             next_scan: Instant::now(),
             tls_cfg: ctx_tls,

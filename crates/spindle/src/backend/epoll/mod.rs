@@ -145,6 +145,8 @@ struct Worker<M: Mover> {
     rate: Option<crate::backend::RateLimit>,
     throttled: Vec<Ticket>,
     draining: bool,
+    /// The accept gate is closed (a handover starting).
+    accept_paused: bool,
     drain_deadline: Option<Instant>,
     /// No connection can expire before this: the tick skips the timeout
     /// scan until then (see on_tick).

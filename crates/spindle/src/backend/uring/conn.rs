@@ -23,7 +23,11 @@ use crate::net;
 
 impl Worker {
     pub(super) fn arm_accept(&mut self, i: usize) {
-        if self.accept_armed[i] || self.draining || self.live >= self.max_conns {
+        if self.accept_armed[i]
+            || self.draining
+            || self.accept_paused
+            || self.live >= self.max_conns
+        {
             return;
         }
         let fd = self.listeners[i].as_raw_fd();
@@ -65,6 +69,7 @@ impl Worker {
     pub(super) fn on_accept(&mut self, i: usize, res: i32, more: bool) {
         if !more {
             self.accept_armed[i] = false;
+            self.ack_gate();
         }
         if res < 0 {
             match -res {
@@ -793,8 +798,31 @@ impl Worker {
         self.next_scan = earliest;
     }
 
+    /// Tells the accept gate that none of this worker's accepts is left in
+    /// the kernel, once per closing.
+    fn ack_gate(&mut self) {
+        if self.accept_paused && !self.gate_acked && !self.accept_armed.iter().any(|&a| a) {
+            self.gate_acked = true;
+            self.ctx.shutdown.gate.ack();
+        }
+    }
+
     pub(super) fn on_wake(&mut self) {
         if !self.ctx.shutdown.requested() {
+            // The accept gate moved (a handover starting, or failed).
+            let closed = self.ctx.shutdown.gate.closed();
+            if closed && !self.accept_paused {
+                self.accept_paused = true;
+                self.gate_acked = false;
+                self.cancel_accepts();
+                self.ack_gate();
+            } else if !closed && self.accept_paused {
+                self.accept_paused = false;
+                for i in 0..self.listeners.len() {
+                    self.arm_accept(i);
+                }
+            }
+            self.arm_wake();
             return;
         }
         self.draining = true;

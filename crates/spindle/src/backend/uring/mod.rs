@@ -315,6 +315,10 @@ struct Worker {
     /// several such `READ`s at once.
     page_sink: Box<[u8]>,
     draining: bool,
+    /// The accept gate is closed (a handover starting): no accept is
+    /// armed; `gate_acked` once this worker told the gate so.
+    accept_paused: bool,
+    gate_acked: bool,
     drain_deadline: Option<Instant>,
     /// No connection can expire before this: the tick skips the timeout
     /// scan until then (see on_tick).

@@ -151,6 +151,8 @@ impl Worker {
             wake_buf: Box::new(0),
             page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
             draining: false,
+            accept_paused: false,
+            gate_acked: false,
             drain_deadline: None,
             next_scan: Instant::now(),
             rearm: Vec::new(),
@@ -189,13 +191,22 @@ impl Worker {
         w.arm_tick();
         w.arm_notify();
         w.arm_listed();
-        let efd = w.ctx.shutdown.eventfd;
-        let ptr = (&mut *w.wake_buf as *mut u64).cast::<u8>();
-        w.push(
+        w.arm_wake();
+        Ok(w)
+    }
+
+    /// A `READ` of the shutdown eventfd, written at shutdown and when the
+    /// accept gate moves; armed again after each until the drain.
+    pub(super) fn arm_wake(&mut self) {
+        let efd = self.ctx.shutdown.eventfd;
+        let ptr = (&mut *self.wake_buf as *mut u64).cast::<u8>();
+        // wake_buf is a Box the worker owns for
+        // its whole life, and at most one READ into it is in flight (armed
+        // here only from its own completion, or once at start).
+        self.push(
             opcode::Read::new(types::Fd(efd), ptr, 8).build(),
             ud(Op::Wake, NO_SLOT, 0),
         );
-        Ok(w)
     }
 
     // ----- submission helpers -------------------------------------------
