@@ -29,6 +29,19 @@ fn wait_for(srv: &Server, needle: &str, secs: u64) -> String {
     }
 }
 
+/// Waits (10 s at most) for the server this test started to exit once it
+/// has handed over.
+fn old_exits(srv: &mut Server, b: &str) {
+    let t = Instant::now();
+    while srv.alive() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{b}: the old process did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The pid in `... started PATH as pid N, ...`.
 fn new_pid(log: &str) -> i32 {
     let at = log.find(" as pid ").expect("a started line") + " as pid ".len();
@@ -147,14 +160,7 @@ fn a_new_binary_takes_over_the_sockets_without_losing_a_connection_or_a_byte() {
             "{b}: the download's bytes differ"
         );
         let _ = std::fs::remove_file(&out);
-        let t = Instant::now();
-        while srv.alive() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "{b}: the old process did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        old_exits(&mut srv, &b);
         assert!(srv.child.wait().unwrap().success(), "{b}: {}", srv.stderr());
         // The new process serves alone for a while, then the clients stop.
         let before = ok.load(Ordering::Relaxed);
@@ -202,14 +208,7 @@ fn a_new_binary_that_cannot_start_leaves_the_old_one_serving() {
         unsafe { libc::kill(srv.child.id() as i32, libc::SIGUSR2) };
         let log = wait_for(&srv, "serves on the same sockets", 10);
         let new = new_pid(&log[log.find("exited before serving").unwrap()..]);
-        let t = Instant::now();
-        while srv.alive() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "{b}: the old process did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        old_exits(&mut srv, &b);
         for _ in 0..20 {
             assert_eq!(get(&srv, "/page.txt").body, b"plain text\n", "{b}");
         }
