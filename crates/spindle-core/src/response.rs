@@ -80,6 +80,23 @@ pub struct Response {
     pub continued: bool,
 }
 
+impl Response {
+    /// A response whose body, if any, is already in `head` (an error page,
+    /// a 304, a listing): no file, no parts.
+    fn in_memory(status: u16, head: Vec<u8>, keep_alive: bool, body_len: u64) -> Response {
+        Response {
+            status,
+            head,
+            file: None,
+            version: None,
+            keep_alive,
+            body_len,
+            parts: Vec::new(),
+            continued: false,
+        }
+    }
+}
+
 /// One more piece of a response body: bytes from memory, then a range of
 /// the response's file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -305,16 +322,8 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
     if !ctx.head_only {
         head.extend_from_slice(body.as_bytes());
     }
-    Response {
-        status,
-        head,
-        file: None,
-        version: None,
-        keep_alive: ctx.keep_alive,
-        body_len: if ctx.head_only { 0 } else { body.len() as u64 },
-        parts: Vec::new(),
-        continued: false,
-    }
+    let body_len = if ctx.head_only { 0 } else { body.len() as u64 };
+    Response::in_memory(status, head, ctx.keep_alive, body_len)
 }
 
 /// The strong entity tag of a file version: inode, size and mtime (ns).
@@ -376,20 +385,12 @@ pub(crate) fn for_listing(req: &Request, listing: &crate::listing::Listing, ctx:
     if send_body {
         head.extend_from_slice(&listing.body);
     }
-    Response {
-        status,
-        head,
-        file: None,
-        version: None,
-        keep_alive: ctx.keep_alive,
-        body_len: if send_body {
-            listing.body.len() as u64
-        } else {
-            0
-        },
-        parts: Vec::new(),
-        continued: false,
-    }
+    let body_len = if send_body {
+        listing.body.len() as u64
+    } else {
+        0
+    };
+    Response::in_memory(status, head, ctx.keep_alive, body_len)
 }
 
 /// Which representation of a resource a file response carries.
@@ -450,16 +451,7 @@ pub(crate) fn for_file(
             h.header("Vary", "Accept-Encoding");
         }
         rule_headers(&mut h, rules);
-        return Response {
-            status: 304,
-            head: h.finish(ctx),
-            file: None,
-            version: None,
-            keep_alive: ctx.keep_alive,
-            body_len: 0,
-            parts: Vec::new(),
-            continued: false,
-        };
+        return Response::in_memory(304, h.finish(ctx), ctx.keep_alive, 0);
     }
 
     let mut range = RangeResult::Full;
