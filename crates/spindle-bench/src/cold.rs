@@ -482,7 +482,7 @@ pub fn run(a: ColdArgs) -> Result<()> {
     });
     let work = common::workdir(&c.out, "cold")?;
     let tls = if a.tls {
-        notes.push(format!("{}; sessions resumed", crate::tls::NOTE));
+        notes.push(format!("{}; sessions resumed", crate::tls::note()));
         Some(crate::tls::make(&work.join("tls"))?)
     } else {
         None

@@ -172,7 +172,7 @@ pub fn run(a: HotArgs) -> Result<()> {
         let files = crate::tls::make(&work.join("tls"))?;
         report.notes.push(format!(
             "{}; `resumed` reuses a session ticket per connection, `full handshake` turns resumption off",
-            crate::tls::NOTE
+            crate::tls::note()
         ));
         Some(files)
     } else {

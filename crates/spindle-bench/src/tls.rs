@@ -127,4 +127,9 @@ pub fn https_only(
 }
 
 /// The report note that says how HTTPS was set up.
-pub const NOTE: &str = "HTTPS: one ECDSA P-256 certificate for every server, made for the run; nginx with TLS 1.2 and 1.3, `ssl_session_cache shared:SSL:10m` and tickets; lighttpd with mod_openssl and its defaults; spindle with its defaults (rustls, ring). The client (spindle-load, rustls) negotiates TLS 1.3";
+pub fn note() -> String {
+    format!(
+        "HTTPS: one ECDSA P-256 certificate for every server, made for the run; nginx with TLS 1.2 and 1.3, `ssl_session_cache shared:SSL:10m` and tickets; lighttpd with mod_openssl and its defaults; spindle with its defaults (rustls, {}). The client (spindle-load, rustls) negotiates TLS 1.3",
+        spindle::tls::PROVIDER_NAME
+    )
+}

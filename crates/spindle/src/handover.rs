@@ -20,7 +20,7 @@
 use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use std::sync::Arc;
 
@@ -106,6 +106,18 @@ pub fn say_ready(ready: OwnedFd) {
 
 /// Set while a new process is starting, so that a second SIGUSR2 waits.
 static STARTING: AtomicBool = AtomicBool::new(false);
+
+/// The pid of the process this one handed its sockets to, 0 before that.
+static HANDED_TO: AtomicU32 = AtomicU32::new(0);
+
+/// The pid of the new process, once this one has handed over to it (its
+/// drain then follows, by the SIGTERM [`watch`] raises).
+pub fn handed_to() -> Option<u32> {
+    match HANDED_TO.load(Ordering::Acquire) {
+        0 => None,
+        pid => Some(pid),
+    }
+}
 
 /// The binary and arguments this process was started with, read at start:
 /// `/proc/self/exe` names a deleted file once the binary is replaced, and
@@ -238,6 +250,7 @@ fn watch(mut child: std::process::Child, ready: OwnedFd, gate: &AcceptGate, wake
                 "pid {pid} serves on the same sockets; this process stops accepting and finishes its responses"
             );
             net::sd_notify(&format!("MAINPID={pid}"));
+            HANDED_TO.store(pid, Ordering::Release);
             // The drain, as on SIGTERM (the main thread takes it with
             // sigwait).
             net::signal_self(libc::SIGTERM);

@@ -75,8 +75,7 @@ impl Shared {
             hosts
                 .push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
         }
-        let fixed = restart_only(running, &cfg);
-        keep_restart_only(&mut cfg, running);
+        let fixed = keep_restart_only(&mut cfg, running);
         let session_cfg = Arc::new(cfg.session_config());
         self.publish(Reloadable {
             cfg: Arc::new(cfg),
@@ -87,59 +86,43 @@ impl Shared {
     }
 }
 
-/// Puts back the running values of the keys a reload cannot change.
-fn keep_restart_only(new: &mut Config, running: &Config) {
-    new.listen.clone_from(&running.listen);
-    new.tls_listen.clone_from(&running.tls_listen);
-    new.proxy_listen.clone_from(&running.proxy_listen);
-    new.workers = running.workers;
-    new.backend = running.backend;
-    new.chunk_size = running.chunk_size;
-    new.max_inflight = running.max_inflight;
-    new.io_threads = running.io_threads;
-    new.max_connections = running.max_connections;
-    new.max_connections_per_ip = running.max_connections_per_ip;
-    new.open_file_cache = running.open_file_cache;
-    new.small_file_cache = running.small_file_cache;
+/// Puts back the running values of the keys a reload cannot change, and
+/// names those whose value changed. One list, so that no key is put back
+/// without being named, or named without being put back.
+fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    macro_rules! keep {
+        ($($field:ident => $name:literal),* $(,)?) => {$(
+            if new.$field != running.$field {
+                changed.push($name);
+                new.$field.clone_from(&running.$field);
+            }
+        )*};
+    }
+    keep!(
+        listen => "listen",
+        tls_listen => "tls-listen",
+        proxy_listen => "proxy-listen",
+        workers => "workers",
+        backend => "backend",
+        chunk_size => "chunk-size",
+        max_inflight => "max-inflight",
+        io_threads => "io-threads",
+        max_connections => "max-connections",
+        max_connections_per_ip => "max-connections-per-ip",
+        open_file_cache => "open-file-cache",
+        small_file_cache => "small-file-cache",
+    );
     // A new path is reopened (server.rs); turning the log on or off takes
     // a restart (the writer thread).
     if new.access_log.is_some() != running.access_log.is_some() {
+        changed.push("access-log (on or off)");
         new.access_log.clone_from(&running.access_log);
     }
-    new.user.clone_from(&running.user);
-    new.metrics = running.metrics;
-    new.sendfile = running.sendfile;
-}
-
-/// The keys whose change needs a restart, among those that changed.
-fn restart_only(a: &Config, b: &Config) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    let mut check = |changed: bool, name: &'static str| {
-        if changed {
-            v.push(name);
-        }
-    };
-    check(a.listen != b.listen, "listen");
-    check(a.tls_listen != b.tls_listen, "tls-listen");
-    check(a.proxy_listen != b.proxy_listen, "proxy-listen");
-    check(a.workers != b.workers, "workers");
-    check(a.backend != b.backend, "backend");
-    check(a.chunk_size != b.chunk_size, "chunk-size");
-    check(a.max_inflight != b.max_inflight, "max-inflight");
-    check(a.io_threads != b.io_threads, "io-threads");
-    check(a.max_connections != b.max_connections, "max-connections");
-    check(
-        a.max_connections_per_ip != b.max_connections_per_ip,
-        "max-connections-per-ip",
+    keep!(
+        user => "user",
+        metrics => "metrics",
+        sendfile => "sendfile",
     );
-    check(a.open_file_cache != b.open_file_cache, "open-file-cache");
-    check(a.small_file_cache != b.small_file_cache, "small-file-cache");
-    check(
-        a.access_log.is_some() != b.access_log.is_some(),
-        "access-log (on or off)",
-    );
-    check(a.user != b.user, "user");
-    check(a.metrics != b.metrics, "metrics");
-    check(a.sendfile != b.sendfile, "sendfile");
-    v
+    changed
 }

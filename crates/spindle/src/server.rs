@@ -304,13 +304,13 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             _ => break,
         }
     }
+    let why = match (sig, crate::handover::handed_to()) {
+        (libc::SIGINT, _) => "got SIGINT".to_string(),
+        (_, Some(pid)) => format!("handed over to pid {pid}"),
+        _ => "got SIGTERM".to_string(),
+    };
     crate::info!(
-        "got {}, finishing responses in flight (up to {:.0?})",
-        if sig == libc::SIGINT {
-            "SIGINT"
-        } else {
-            "SIGTERM"
-        },
+        "{why}, finishing responses in flight (up to {:.0?})",
         cfg.drain_timeout
     );
     net::sd_notify("STOPPING=1");

@@ -12,8 +12,9 @@
 //! - TLS 1.3 and 1.2 only. rustls has no RSA key exchange, no CBC and no
 //!   TLS 1.1 or older at all: every TLS 1.2 suite it offers is ECDHE with an
 //!   AEAD, which is what Mozilla's "intermediate" profile asks of nginx.
-//! - The *ring* provider for now: it builds with a C compiler alone. aws-lc-rs
-//!   is to be measured against it before the first benchmark (issue 19).
+//! - The aws-lc-rs provider, chosen over ring by measurement (see
+//!   [`PROVIDER_NAME`]); ring stays one feature flag away for builds without
+//!   CMake.
 //! - Resumption both ways: a stateful cache of [`SESSION_CACHE_ENTRIES`]
 //!   (TLS 1.2 session IDs) and tickets whose keys rotate every 6 hours
 //!   (rustls's `Ticketer`), like nginx's `ssl_session_cache shared` plus
@@ -169,6 +170,13 @@ use rustls::crypto::aws_lc_rs as provider_crate;
 /// 100 KiB response and 9-11% less per handshake, and the same per 1 KiB.
 #[cfg(not(feature = "aws-lc-rs"))]
 use rustls::crypto::ring as provider_crate;
+
+/// The crypto provider built in, by name (for reports and logs).
+pub const PROVIDER_NAME: &str = if cfg!(feature = "aws-lc-rs") {
+    "aws-lc-rs"
+} else {
+    "ring"
+};
 
 /// The provider every TLS object of the server uses, its suites in the
 /// server's order of preference (see [`suite_rank`]).

@@ -155,6 +155,9 @@ fn a_new_binary_takes_over_the_sockets_without_losing_a_connection_or_a_byte() {
         // ... and leaves when it is done.
         let st = dl.wait().unwrap();
         assert!(st.success(), "{b}: the download failed across the handover");
+        // Its drain says why it drains.
+        let log = wait_for(&srv, &format!("handed over to pid {new}, finishing"), 10);
+        assert!(!log.contains("got SIGTERM"), "{b}: {log}");
         assert!(
             std::fs::read(&out).unwrap() == root.read("big"),
             "{b}: the download's bytes differ"
