@@ -40,6 +40,7 @@
 //! `O_DIRECT` read-ahead); `pool.rs` lends chunk buffers; `probe.rs`
 //! checks the kernel at start.
 
+mod accept;
 mod conn;
 mod disk;
 mod pool;
