@@ -12,9 +12,9 @@
 //! - TLS 1.3 and 1.2 only. rustls has no RSA key exchange, no CBC and no
 //!   TLS 1.1 or older at all: every TLS 1.2 suite it offers is ECDHE with an
 //!   AEAD, which is what Mozilla's "intermediate" profile asks of nginx.
-//! - The aws-lc-rs provider, chosen over ring by measurement (see
-//!   [`PROVIDER_NAME`]); ring stays one feature flag away for builds without
-//!   CMake.
+//! - The aws-lc-rs provider, chosen over ring by measurement
+//!   (docs/results/tls-provider.md); ring is one feature flag away
+//!   (`--no-default-features`) for a build that cannot compile aws-lc's C.
 //! - Resumption both ways: a stateful cache of [`SESSION_CACHE_ENTRIES`]
 //!   (TLS 1.2 session IDs) and tickets whose keys rotate every 6 hours
 //!   (rustls's `Ticketer`), like nginx's `ssl_session_cache shared` plus
