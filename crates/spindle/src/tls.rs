@@ -96,6 +96,14 @@ impl Shared {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// Replaces a worker's copy of the configuration if a reload has
+    /// published a newer one since it was taken.
+    pub fn refresh(&self, copy: &mut (u64, Arc<ServerConfig>)) {
+        if self.generation() != copy.0 {
+            *copy = self.current();
+        }
+    }
+
     /// The current configuration and its generation.
     pub fn current(&self) -> (u64, Arc<ServerConfig>) {
         let cfg = self

@@ -16,7 +16,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use spindle_core::{Session, SessionConfig};
 
@@ -43,6 +43,56 @@ pub const LINGER_MAX_BYTES: usize = 256 * 1024;
 /// Pause before accepting again after EMFILE/ENFILE, so a full descriptor
 /// table cannot make the loop spin.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A worker's pause of accepts after the process ran out of descriptors or
+/// memory and no cached descriptor could be given back: accepts wait
+/// [`ACCEPT_BACKOFF`], the pause is counted in the metrics once and logged
+/// once, with what to do about it.
+#[derive(Default)]
+pub struct AcceptBackoff {
+    resume: Option<Instant>,
+    warned: bool,
+}
+
+impl AcceptBackoff {
+    /// Whether an accept that failed with `errno` calls for a pause.
+    pub fn applies(errno: i32) -> bool {
+        matches!(
+            errno,
+            libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM
+        )
+    }
+
+    /// Starts (or extends) the pause, after an accept failed with `errno`.
+    pub fn start(&mut self, ctx: &WorkerContext, errno: i32, now: Instant) {
+        if self.resume.is_none() {
+            ctx.metrics.pause(crate::metrics::Pause::FdLimit);
+        }
+        if !self.warned {
+            crate::error!(
+                "worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
+                ctx.id,
+                std::io::Error::from_raw_os_error(errno),
+                ACCEPT_BACKOFF
+            );
+            self.warned = true;
+        }
+        self.resume = Some(now + ACCEPT_BACKOFF);
+    }
+
+    pub fn paused(&self) -> bool {
+        self.resume.is_some()
+    }
+
+    /// Ends the pause once its time has come: `true` when it just ended.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        if self.resume.is_some_and(|t| now >= t) {
+            *self = Self::default();
+            return true;
+        }
+        false
+    }
+}
 
 /// The shortest time from a connection deadline's setting to the deadline:
 /// every backend sets a deadline to its loop's time plus one of these, so a

@@ -2,7 +2,6 @@
 //! the session, lingering close, closing, the timeout sweep and the drain
 //! on shutdown.
 
-use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
@@ -10,7 +9,7 @@ use super::datapath::{drain_eventfd, errno};
 use super::event_loop::epoll_add;
 use super::{Conn, EpollTls, Mover, Phase, Ticket, Worker, ACCEPT_BATCH, MAX_GEN, READ_TURN_BYTES};
 use crate::backend::{
-    min_timeout, plain_session, proxied_session, ACCEPT_BACKOFF, LINGER_MAX_BYTES, LINGER_TIMEOUT,
+    min_timeout, plain_session, proxied_session, AcceptBackoff, LINGER_MAX_BYTES, LINGER_TIMEOUT,
 };
 use crate::metrics::{Pause, Timeout};
 use crate::tls::Received;
@@ -22,7 +21,7 @@ impl<M: Mover> Worker<M> {
         !self.draining
             && !self.accept_paused
             && self.live < self.max_conns
-            && self.accept_resume.is_none()
+            && !self.accept_backoff.paused()
     }
 
     pub(super) fn can_accept_more(&self) -> bool {
@@ -56,24 +55,12 @@ impl<M: Mover> Worker<M> {
                 let e = errno();
                 match e {
                     libc::EAGAIN => self.accept_ready[i] = false,
-                    libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                    e if AcceptBackoff::applies(e) => {
                         if self.files.shed_half() > 0 {
                             // Cached descriptors were given back: go on.
                             continue;
                         }
-                        if self.accept_resume.is_none() {
-                            self.ctx.metrics.pause(Pause::FdLimit);
-                        }
-                        if !self.warned_emfile {
-                            crate::error!(
-                                "worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
-                                self.ctx.id,
-                                io::Error::from_raw_os_error(e),
-                                ACCEPT_BACKOFF
-                            );
-                            self.warned_emfile = true;
-                        }
-                        self.accept_resume = Some(self.now + ACCEPT_BACKOFF);
+                        self.accept_backoff.start(&self.ctx, e, self.now);
                     }
                     // ECONNABORTED, EINTR, EPROTO...: that one is gone; next.
                     _ => {}
@@ -98,10 +85,8 @@ impl<M: Mover> Worker<M> {
             plain_session(&self.ctx, fd.as_raw_fd())
         };
         let tls = if i >= self.ctx.tls_from {
-            if let (Some(shared), Some((gen, _))) = (&self.ctx.tls, &self.tls_cfg) {
-                if shared.generation() != *gen {
-                    self.tls_cfg = Some(shared.current());
-                }
+            if let (Some(shared), Some(copy)) = (&self.ctx.tls, &mut self.tls_cfg) {
+                shared.refresh(copy);
             }
             let (_, cfg) = self.tls_cfg.as_ref().expect("HTTPS listener without TLS");
             match EpollTls::new(cfg) {
@@ -369,10 +354,7 @@ impl<M: Mover> Worker<M> {
                 self.pump(who);
             }
         }
-        if self.accept_resume.is_some_and(|t| now >= t) {
-            self.accept_resume = None;
-            self.warned_emfile = false;
-        }
+        self.accept_backoff.expire(now);
         let force = self.drain_deadline.is_some_and(|d| now >= d);
         if !force && now < self.next_scan {
             // Skipping the scan is sound: every deadline is the loop's time

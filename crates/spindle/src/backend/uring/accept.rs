@@ -8,7 +8,7 @@ use io_uring::{opcode, types};
 
 use super::ring::{ud, Op};
 use super::{Conn, Phase, Worker, NO_SLOT};
-use crate::backend::{plain_session, proxied_session, ACCEPT_BACKOFF};
+use crate::backend::{plain_session, proxied_session, AcceptBackoff};
 use crate::metrics::Pause;
 
 impl Worker {
@@ -64,7 +64,7 @@ impl Worker {
         if res < 0 {
             match -res {
                 libc::ECANCELED => {}
-                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                e if AcceptBackoff::applies(e) => {
                     if self.files.shed_half() > 0 {
                         // Cached descriptors were given back: try again now.
                         if !more {
@@ -72,19 +72,7 @@ impl Worker {
                         }
                         return;
                     }
-                    if self.accept_resume.is_none() {
-                        self.ctx.metrics.pause(Pause::FdLimit);
-                    }
-                    if !self.warned_emfile {
-                        crate::error!(
-                            "worker {}: accept: {}; pausing accepts for {:?} (raise the fd limit with ulimit -n, or lower --max-connections)",
-                            self.ctx.id,
-                            std::io::Error::from_raw_os_error(-res),
-                            ACCEPT_BACKOFF
-                        );
-                        self.warned_emfile = true;
-                    }
-                    self.accept_resume = Some(self.now + ACCEPT_BACKOFF);
+                    self.accept_backoff.start(&self.ctx, e, self.now);
                 }
                 _ => {
                     if !more {
@@ -106,10 +94,8 @@ impl Worker {
         } else {
             plain_session(&self.ctx, fd)
         };
-        if let (Some(shared), Some((gen, _))) = (&self.tls_shared, &self.tls_cfg) {
-            if shared.generation() != *gen {
-                self.tls_cfg = Some(shared.current());
-            }
+        if let (Some(shared), Some(copy)) = (&self.tls_shared, &mut self.tls_cfg) {
+            shared.refresh(copy);
         }
         let tls = match (&self.tls_cfg, i >= self.tls_from) {
             (Some((_, cfg)), true) => match super::tls::TlsState::new(cfg) {

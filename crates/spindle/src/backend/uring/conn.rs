@@ -507,7 +507,7 @@ impl Worker {
         self.ctx.metrics.open.set(self.live as u64);
         if self.live < self.max_conns {
             for i in 0..self.listeners.len() {
-                if self.accept_resume.is_none() {
+                if !self.accept_backoff.paused() {
                     self.arm_accept(i);
                 }
             }
@@ -551,9 +551,7 @@ impl Worker {
             self.arm_listed();
             self.on_listed();
         }
-        if self.accept_resume.is_some_and(|t| now >= t) {
-            self.accept_resume = None;
-            self.warned_emfile = false;
+        if self.accept_backoff.expire(now) {
             for i in 0..self.listeners.len() {
                 self.arm_accept(i);
             }

@@ -290,7 +290,7 @@ struct Worker {
     devices: Vec<Device>,
     // Accepting.
     accept_armed: Vec<bool>,
-    accept_resume: Option<Instant>,
+    accept_backoff: crate::backend::AcceptBackoff,
     listeners: Vec<OwnedFd>,
     /// Listeners from this index on serve HTTPS with `tls_shared`'s
     /// configuration, of which `tls_cfg` is this worker's copy (refreshed
@@ -325,7 +325,6 @@ struct Worker {
     /// scan until then (see on_tick).
     next_scan: Instant,
     rearm: Vec<u32>,
-    warned_emfile: bool,
     files: OpenFileCache,
     /// Directory listings (`--autoindex`): jobs out, the cache, and a
     /// `READ` on the mailbox's eventfd (`Op::Listed`) into `list_buf`.

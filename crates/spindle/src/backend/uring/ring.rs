@@ -133,7 +133,7 @@ impl Worker {
             chunk_size: ctx.cfg.chunk_size as usize,
             devices: Vec::new(),
             accept_armed: vec![false; listeners.len()],
-            accept_resume: None,
+            accept_backoff: Default::default(),
             listeners,
             tls_from: ctx.tls_from,
             tls_shared: ctx.tls.clone(),
@@ -156,7 +156,6 @@ impl Worker {
             drain_deadline: None,
             next_scan: Instant::now(),
             rearm: Vec::new(),
-            warned_emfile: false,
             lists: match &ctx.lister {
                 Some(pool) => Some(crate::lister::Lists::new(
                     pool.clone(),
