@@ -31,6 +31,7 @@ pub mod limits;
 pub mod listing;
 pub mod path;
 pub mod proxy;
+mod range;
 pub mod request;
 pub mod response;
 pub mod rules;
