@@ -163,6 +163,7 @@ impl Report {
             "| server memory cgroup | {} |\n",
             m.cgroup_limit.as_deref().unwrap_or("none")
         ));
+        o.push_str(&format!("| TCP congestion control | {} |\n", m.tcp));
         o.push_str(&format!(
             "| load average (start, end) | {} ; {} |\n",
             m.load_average_start, m.load_average_end
