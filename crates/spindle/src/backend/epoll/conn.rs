@@ -99,13 +99,7 @@ impl<M: Mover> Worker<M> {
         } else {
             None
         };
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.conns.push(None);
-                (self.conns.len() - 1) as u32
-            }
-        };
+        let slot = crate::backend::vacant_slot(&mut self.free, &mut self.conns);
         let gen = self.next_gen;
         // Generations stay below 2^31, so a connection's token never has
         // the top bit that marks listeners and the other special tokens.

@@ -118,13 +118,7 @@ impl Worker {
             );
             return;
         }
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.conns.push(None);
-                (self.conns.len() - 1) as u32
-            }
-        };
+        let slot = crate::backend::vacant_slot(&mut self.free, &mut self.conns);
         let gen = self.next_gen;
         self.next_gen = self.next_gen.wrapping_add(1).max(1);
         self.conns[slot as usize] = Some(Conn {
