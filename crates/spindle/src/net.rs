@@ -332,6 +332,89 @@ pub fn sd_notify(state: &str) {
     }
 }
 
+/// Unsent bytes a connection may hold in the kernel while it sends a bulk
+/// body over a congestion control that paces (`TCP_NOTSENT_LOWAT`, see
+/// [`set_bulk`]); a `sendfile` stops short beyond it, and the socket polls
+/// writable again below half of it.
+pub const BULK_NOTSENT_LOWAT: i32 = 32 * 1024;
+
+/// How a connection was switched into bulk sending by [`set_bulk`], so
+/// that it can be switched back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bulk {
+    /// Not in bulk sending.
+    Off,
+    /// Nagle's algorithm on.
+    Nagle,
+    /// Nagle's algorithm on, and unsent bytes bounded by
+    /// [`BULK_NOTSENT_LOWAT`].
+    NagleLowat,
+}
+
+/// Switches a connection into bulk sending, for a body that goes by many
+/// `sendfile` calls; [`end_bulk`] switches it back.
+///
+/// - Nagle's algorithm comes back on (`TCP_NODELAY` off). The listener's
+///   `TCP_NODELAY` would send the tail of every `sendfile` call as a
+///   segment of its own (a 256 KiB call over loopback is four full
+///   segments and a runt of 212 bytes); with Nagle the runt waits for the
+///   next call's bytes.
+/// - When the connection's congestion control paces (`bbr`),
+///   `TCP_NOTSENT_LOWAT` also bounds the bytes queued but not yet sent.
+///   Without it a `sendfile` loop queues megabytes. With no `fq` qdisc to
+///   pace them, TCP then releases them itself, one segment per expiry of
+///   the socket's pacing timer, on the server's core. On `cubic`, which
+///   does not pace, the bound only adds wake-ups, so it is left off.
+pub fn set_bulk(fd: RawFd) -> Bulk {
+    let lowat = paces(fd)
+        && setopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            BULK_NOTSENT_LOWAT,
+        )
+        .is_ok();
+    // A refusal costs only speed.
+    let _ = setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 0);
+    if lowat {
+        Bulk::NagleLowat
+    } else {
+        Bulk::Nagle
+    }
+}
+
+/// Ends bulk sending: `TCP_NODELAY` on again, which sends whatever Nagle
+/// holds at once (so the body's last bytes do not wait for an ACK), and
+/// the system's default low-water mark back.
+pub fn end_bulk(fd: RawFd, how: Bulk) {
+    if how == Bulk::Off {
+        return;
+    }
+    let _ = setopt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+    if how == Bulk::NagleLowat {
+        let _ = setopt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, 0);
+    }
+}
+
+/// Whether the connection's congestion control asks TCP to pace its
+/// segments (`bbr` does; `cubic` and `reno` do not).
+fn paces(fd: RawFd) -> bool {
+    let mut name = [0u8; 16];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `name`, a live
+    // array of that size, and stores the length it wrote in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    rc == 0 && name.starts_with(b"bbr")
+}
+
 /// True when input waits unread in the socket (a non-blocking one-byte
 /// `MSG_PEEK`; false on EOF, on errors and when nothing is there).
 pub fn has_unread_input(fd: RawFd) -> bool {
@@ -399,7 +482,7 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
-    fn nodelay(fd: RawFd) -> i32 {
+    fn tcp_opt(fd: RawFd, name: i32) -> i32 {
         let mut v: i32 = 0;
         let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
         // SAFETY: getsockopt writes at most `len` bytes into `v`, a live i32.
@@ -407,13 +490,58 @@ mod tests {
             libc::getsockopt(
                 fd,
                 libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
+                name,
                 (&mut v as *mut i32).cast(),
                 &mut len,
             )
         };
         assert_eq!(rc, 0, "{}", io::Error::last_os_error());
         v
+    }
+
+    fn nodelay(fd: RawFd) -> i32 {
+        tcp_opt(fd, libc::TCP_NODELAY)
+    }
+
+    /// Bulk sending turns Nagle on, bounds the unsent bytes only under a
+    /// congestion control that paces, and ending it restores both (the
+    /// next response on the connection must not be held by Nagle).
+    #[test]
+    fn bulk_sending_turns_nagle_on_and_back() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tried = 0;
+        for (cc, want) in [("cubic", Bulk::Nagle), ("bbr", Bulk::NagleLowat)] {
+            let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (conn, _) = listener.accept().unwrap();
+            let fd = conn.as_raw_fd();
+            conn.set_nodelay(true).unwrap();
+            // SAFETY: setsockopt reads `cc.len()` bytes from a live str.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_CONGESTION,
+                    cc.as_ptr().cast(),
+                    cc.len() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                continue; // that congestion control is not available here
+            }
+            tried += 1;
+            let how = set_bulk(fd);
+            assert_eq!(how, want, "{cc}");
+            assert_eq!(nodelay(fd), 0, "{cc}: Nagle on while bulk");
+            let lowat = tcp_opt(fd, libc::TCP_NOTSENT_LOWAT);
+            match want {
+                Bulk::NagleLowat => assert_eq!(lowat, BULK_NOTSENT_LOWAT, "{cc}"),
+                _ => assert_eq!(lowat, 0, "{cc}: no low-water mark without pacing"),
+            }
+            end_bulk(fd, how);
+            assert_eq!(nodelay(fd), 1, "{cc}: TCP_NODELAY back after bulk");
+            assert_eq!(tcp_opt(fd, libc::TCP_NOTSENT_LOWAT), 0, "{cc}");
+        }
+        assert!(tried > 0, "neither cubic nor bbr could be set");
     }
 
     /// The backends no longer set TCP_NODELAY per connection: they rely on

@@ -144,6 +144,7 @@ impl Worker {
             idle: false,
             disk_at: self.now,
             listing: false,
+            bulk: crate::net::Bulk::Off,
         });
         self.live += 1;
         let m = &self.ctx.metrics;

@@ -253,6 +253,10 @@ struct Conn {
     /// Waiting (in `Phase::Opening`) for a directory listing from the
     /// helpers (`crate::lister`).
     listing: bool,
+    /// In bulk sending (`net::set_bulk`) while a body of more than one
+    /// loop turn goes by `sendfile` (`Worker::send_ready`); `finish_tx`
+    /// ends it.
+    bulk: crate::net::Bulk,
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in

@@ -14,6 +14,7 @@ use crate::backend::epoll::{self, Stop};
 use crate::backend::{changed, client_string, log_line, truncated, version_holds};
 use crate::config::FirstMiss;
 use crate::fs;
+use crate::net;
 
 /// Most bytes one `sendfile(2)` call is asked for, whatever the chunk size
 /// (lighttpd also sends 256 KiB at a time). With [`SENDFILE_TURN`] it bounds
@@ -392,6 +393,11 @@ impl Worker {
                     return true;
                 }
             }
+            if c.bulk == net::Bulk::Off && tx.file_left > SENDFILE_TURN {
+                // A body of more than one turn: bulk sending until
+                // finish_tx (net::set_bulk).
+                c.bulk = net::set_bulk(fd);
+            }
             let mut off = tx.file_off;
             match epoll::sendfile(fd, file, &mut off, ready) {
                 Ok(0) => {
@@ -530,6 +536,8 @@ impl Worker {
             return;
         }
         c.file = None;
+        // The body's last bytes are queued: send what Nagle holds.
+        net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
         self.ctx
             .metrics
             .request(c.session.last_method(), tx.resp.status, tx.resp.body_len);
