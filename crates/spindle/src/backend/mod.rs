@@ -94,10 +94,6 @@ impl AcceptBackoff {
     }
 }
 
-/// The shortest time from a connection deadline's setting to the deadline:
-/// every backend sets a deadline to its loop's time plus one of these, so a
-/// timeout sweep may skip ticks until the earliest deadline it saw, or this
-/// long after it, whichever comes first (`next_scan` in the backends).
 /// The slot for a new connection in an event loop's table: a freed one,
 /// else a new one at the end of `conns` (the loop's connection limit
 /// bounds the table).
@@ -108,6 +104,10 @@ pub fn vacant_slot<T>(free: &mut Vec<u32>, conns: &mut Vec<Option<T>>) -> u32 {
     })
 }
 
+/// The shortest time from a connection deadline's setting to the deadline:
+/// every backend sets a deadline to its loop's time plus one of these, so a
+/// timeout sweep may skip ticks until the earliest deadline it saw, or this
+/// long after it, whichever comes first (`next_scan` in the backends).
 pub fn min_timeout(cfg: &Config) -> Duration {
     cfg.keepalive_timeout
         .min(cfg.header_timeout)
