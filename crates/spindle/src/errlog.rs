@@ -126,7 +126,8 @@ fn open(path: &str) -> Result<File, String> {
 
 /// True when stderr is the stream systemd named in `JOURNAL_STREAM`
 /// (`device:inode`); a child with stderr redirected elsewhere keeps the
-/// variable, hence the comparison.
+/// variable, hence the comparison. The journal's stream is a socket, which
+/// `open` on `/proc/self/fd/2` refuses (`ENXIO`), so this `stat`s the link.
 fn stderr_is_journal() -> bool {
     use std::os::linux::fs::MetadataExt;
     let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
@@ -135,7 +136,7 @@ fn stderr_is_journal() -> bool {
     let Some((dev, ino)) = v.to_str().and_then(|s| s.split_once(':')) else {
         return false;
     };
-    let Ok(meta) = File::open("/proc/self/fd/2").and_then(|f| f.metadata()) else {
+    let Ok(meta) = std::fs::metadata("/proc/self/fd/2") else {
         return false;
     };
     dev.parse() == Ok(meta.st_dev()) && ino.parse() == Ok(meta.st_ino())
