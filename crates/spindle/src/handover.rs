@@ -15,7 +15,9 @@
 //! parent's, as `LISTEN_PID` works for systemd.
 //!
 //! Under systemd, the old process tells the manager the new main pid
-//! (`MAINPID=`) before it drains, so the service stays up.
+//! (`MAINPID=`) before it drains, so the service stays up; the manager
+//! takes notifications only from the main pid, so the new process sends no
+//! `READY=1` and the old one no `STOPPING=1` (server.rs).
 
 use std::io::Read;
 use std::net::SocketAddr;

@@ -271,12 +271,18 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             std::os::unix::process::parent_id()
         );
     }
-    net::sd_notify(&format!(
-        "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
-        root.main().path().display(),
-        addrs.join(" "),
-        std::process::id()
-    ));
+    // A successor in a handover says nothing to systemd: the service is
+    // active already, and the manager takes notifications only from its
+    // main pid, which is still the process it replaces until that one
+    // names this one (`MAINPID=`, handover.rs).
+    if handover_ready.is_none() {
+        net::sd_notify(&format!(
+            "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
+            root.main().path().display(),
+            addrs.join(" "),
+            std::process::id()
+        ));
+    }
 
     // The spindle this one replaces drains once it reads this.
     if let Some(ready) = handover_ready {
@@ -313,7 +319,10 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         "{why}, finishing responses in flight (up to {:.0?})",
         cfg.drain_timeout
     );
-    net::sd_notify("STOPPING=1");
+    if crate::handover::handed_to().is_none() {
+        // After a handover the service goes on under its new main pid.
+        net::sd_notify("STOPPING=1");
+    }
     stop(&flag, &eventfds);
     let mut failed = None;
     for h in handles {

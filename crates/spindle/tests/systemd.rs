@@ -41,24 +41,33 @@ fn get_when_up(port: u16, path: &str) -> Resp {
     }
 }
 
-#[test]
-fn tells_systemd_when_ready_and_when_stopping() {
-    let root = DocRoot::new(false);
+/// spindle with `workers` workers on a free port, telling a notify socket
+/// of the test's own (as systemd's `NOTIFY_SOCKET`), which waits up to
+/// 10 s per message. Its output goes nowhere, so that a process it starts
+/// (a handover's new binary) cannot hold the test's output open.
+fn notified(workers: u32, root: &DocRoot) -> (tempfile::TempDir, UnixDatagram, u16, Killed) {
     let dir = tempfile::tempdir().unwrap();
     let sock_path = dir.path().join("notify");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let port = free_port();
-    let mut child = Killed(
-        Command::new(SPINDLE)
-            .args(["--workers", "2", "--listen", &format!("127.0.0.1:{port}")])
-            .arg(&root.dir)
-            .env("NOTIFY_SOCKET", &sock_path)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let child = Command::new(SPINDLE)
+        .args(["--workers", &workers.to_string()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg(&root.dir)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (dir, sock, port, Killed(child))
+}
+
+#[test]
+fn tells_systemd_when_ready_and_when_stopping() {
+    let root = DocRoot::new(false);
+    let (_dir, sock, port, mut child) = notified(2, &root);
     let mut buf = [0u8; 4096];
     let n = sock.recv(&mut buf).expect("READY=1 within 10 s");
     let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
@@ -76,6 +85,56 @@ fn tells_systemd_when_ready_and_when_stopping() {
     let n = sock.recv(&mut buf).expect("STOPPING=1 on SIGTERM");
     assert_eq!(&buf[..n], b"STOPPING=1");
     assert!(child.0.wait().unwrap().success());
+}
+
+/// A binary handover under systemd: the manager takes notifications from the
+/// main pid only, so the old process names the new one (`MAINPID=`) and then
+/// stays silent (no `STOPPING=1`: the service goes on), and the new process
+/// sends nothing until it is itself stopped. (Under a real systemd, by
+/// `tests/under_systemd.rs`, each extra message was a rejected-notification
+/// warning in the journal.)
+#[test]
+fn a_handover_tells_systemd_the_new_main_pid_and_nothing_else() {
+    let root = DocRoot::new(false);
+    let (_dir, sock, port, mut old) = notified(1, &root);
+    let mut buf = [0u8; 4096];
+    let n = sock.recv(&mut buf).expect("READY=1 within 10 s");
+    assert!(buf[..n].starts_with(b"READY=1\n"));
+    // SAFETY: kill(2) on our child's pid.
+    unsafe { libc::kill(old.0.id() as i32, libc::SIGUSR2) };
+    let n = sock.recv(&mut buf).expect("MAINPID= after SIGUSR2");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let new: i32 = msg
+        .strip_prefix("MAINPID=")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("expected MAINPID=<pid> alone, got {msg:?}"));
+    assert_ne!(new, old.0.id() as i32);
+    struct KillOnDrop(i32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the new process's pid.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let _new_guard = KillOnDrop(new);
+    assert!(old.0.wait().unwrap().success());
+    assert_eq!(get_when_up(port, "/f1").status, 200);
+    sock.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    if let Ok(n) = sock.recv(&mut buf) {
+        panic!(
+            "a message after MAINPID=: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // SAFETY: kill(2) on the pid the old process named (its child).
+    unsafe { libc::kill(new, libc::SIGTERM) };
+    let n = sock
+        .recv(&mut buf)
+        .expect("STOPPING=1 from the new main pid");
+    assert_eq!(&buf[..n], b"STOPPING=1");
 }
 
 #[test]
