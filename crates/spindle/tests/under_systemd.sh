@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Boots this machine's own root file system (an overlay over /, so nothing
+# on the host changes) as a container with systemd as PID 1 and a private
+# network, then follows the README's "Under systemd" walkthrough in it with
+# the files from contrib/ unchanged: ports 80 and 443 from spindle.socket,
+# Type=notify, the hardened unit, a reload, logrotate, a binary handover
+# during a download, systemd's supervision of the new process, and a stop.
+# Usage: under_systemd.sh SPINDLE_BINARY REPO (as root; run by
+# tests/under_systemd.rs).
+set -euo pipefail
+bin=$1 repo=$2
+work=$(mktemp -d /tmp/spindle-under-systemd.XXXXXX)
+m=$work/root
+nspawn_pid=
+cleanup() {
+  set +e
+  if [ -n "$nspawn_pid" ]; then
+    kill -TERM "$nspawn_pid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$nspawn_pid" 2>/dev/null
+  fi
+  umount -l "$m" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+fail() { echo "FAILED: $*" >&2; [ -n "${leader:-}" ] && inside journalctl -u spindle.socket -u spindle.service --no-pager -n 40 >&2; exit 1; }
+step() { echo "== $*"; }
+
+mkdir -p "$work"/{up,wd,root}
+mount -t overlay overlay -o "lowerdir=/,upperdir=$work/up,workdir=$work/wd" "$m"
+# A machine id of its own (nspawn will not share the host's journal), and
+# boot to basic.target, so that services the host has installed (a web
+# server on port 80, say) stay stopped.
+systemd-id128 new > "$m/etc/machine-id"
+systemd-nspawn -D "$m" -b --private-network --register=no --keep-unit \
+  --link-journal=no -M spindle-ci --console=pipe -- systemd.unit=basic.target \
+  > "$work/console.log" 2>&1 &
+nspawn_pid=$!
+# The container's PID 1, as the host sees it: a descendant of nspawn whose
+# own PID namespace numbers it 1.
+leader=
+for _ in $(seq 200); do
+  for p in $(pgrep -P "$nspawn_pid") ; do
+    for q in $p $(pgrep -P "$p"); do
+      if grep -qE '^NSpid:\s+[0-9]+\s+1$' "/proc/$q/status" 2>/dev/null; then leader=$q; fi
+    done
+  done
+  [ -n "$leader" ] && break
+  kill -0 "$nspawn_pid" 2>/dev/null || { cat "$work/console.log" >&2; fail "systemd-nspawn exited"; }
+  sleep 0.1
+done
+[ -n "$leader" ] || fail "no PID 1 in the container"
+inside() { nsenter -t "$leader" -a -- "$@"; }
+# Waits up to 10 s for spindle.service's main pid to be another than $1
+# (and not 0); prints it.
+main_pid_after() {
+  local p
+  for _ in $(seq 100); do
+    p=$(inside systemctl show -p MainPID --value spindle.service)
+    if [ "$p" != "$1" ] && [ "$p" != 0 ]; then echo "$p"; return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+for _ in $(seq 100); do state=$(inside systemctl is-system-running --wait 2>/dev/null) && break; case $state in running|degraded) break;; esac; sleep 0.2; done
+step "container booted: systemd $(inside systemctl --version | head -1 | cut -d' ' -f2), state $state"
+
+step "1. install the binary"
+install -m 755 "$bin" "$m/usr/local/bin/spindle"
+
+step "2. user, content, certificate"
+inside useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin spindle
+inside mkdir -p /srv/www /etc/spindle/tls
+echo hello > "$m/srv/www/index.html"
+head -c 67108864 /dev/urandom > "$m/srv/www/big.bin"
+inside openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -addext subjectAltName=DNS:localhost \
+  -keyout /etc/spindle/tls/privkey.pem -out /etc/spindle/tls/fullchain.pem 2>/dev/null
+inside chgrp spindle /etc/spindle/tls/privkey.pem
+inside chmod 640 /etc/spindle/tls/privkey.pem
+
+step "3. configuration, units, log rotation (contrib/, unchanged)"
+cp "$repo/contrib/spindle.toml" "$m/etc/spindle/"
+cp "$repo/contrib/spindle.socket" "$repo/contrib/spindle.service" "$m/etc/systemd/system/"
+cp "$repo/contrib/spindle.logrotate" "$m/etc/logrotate.d/spindle"
+inside systemctl daemon-reload
+inside systemctl enable --now spindle.socket spindle.service || fail "systemctl enable --now"
+
+step "4. check it"
+[ "$(inside systemctl is-active spindle.service)" = active ] || fail "spindle.service is not active"
+pid1=$(inside systemctl show -p MainPID --value spindle.service)
+code=$(inside curl -s -o /dev/null -w '%{http_code}' http://localhost/)
+[ "$code" = 200 ] || fail "http://localhost/ gave $code"
+body=$(inside curl -s --cacert /etc/spindle/tls/fullchain.pem https://localhost/)
+[ "$body" = hello ] || fail "https://localhost/ gave '$body'"
+inside curl -s -g 'http://[::1]/' | grep -qx hello || fail "http://[::1]/"
+inside curl -s http://127.0.0.1:9100/metrics | grep -q '^spindle_requests_total' || fail "no metrics"
+inside runuser -u nobody -- true
+# The service runs as its own user, from sockets systemd bound.
+user=$(inside ps -o user= -p "$pid1" | tr -d ' ')
+[ "$user" = spindle ] || fail "spindle runs as $user"
+inside journalctl -u spindle --no-pager -o cat | grep -q . || fail "nothing in the journal"
+echo "   serving as $user, pid $pid1, HTTP and HTTPS on 80 and 443 from spindle.socket, metrics on 9100"
+
+step "5. systemctl reload (SIGHUP, RELOADING=1)"
+inside systemctl reload spindle || fail "systemctl reload"
+[ "$(inside systemctl is-active spindle.service)" = active ] || fail "not active after reload"
+[ "$(inside systemctl show -p MainPID --value spindle.service)" = "$pid1" ] || fail "reload changed the main pid"
+inside curl -s http://localhost/ | grep -qx hello || fail "not serving after reload"
+
+step "6. logrotate (SIGUSR1)"
+inside test -s /var/log/spindle/access.log || fail "no access log"
+inside logrotate -f /etc/logrotate.d/spindle || fail "logrotate"
+inside test -e /var/log/spindle/access.log.1 || fail "access.log not rotated"
+inside curl -s -o /dev/null http://localhost/after-rotation
+sleep 0.5
+inside grep -q 'GET /after-rotation' /var/log/spindle/access.log || fail "new lines did not go to the new access.log"
+! inside grep -q 'after-rotation' /var/log/spindle/access.log.1 || fail "new line in the rotated file"
+
+step "7. a new binary takes over during a download (SIGUSR2)"
+sum=$(sha256sum "$m/srv/www/big.bin" | cut -d' ' -f1)
+inside sh -c 'curl -s --limit-rate 16M -o /root/big.out http://localhost/big.bin; echo $? > /root/big.rc' &
+dl=$!
+sleep 1
+install -m 755 "$bin" "$m/usr/local/bin/spindle"
+inside systemctl kill -s USR2 spindle.service
+pid2=$(main_pid_after "$pid1") || fail "the main pid did not change after SIGUSR2"
+inside curl -s http://localhost/ | grep -qx hello || fail "not serving during the handover"
+wait "$dl"
+[ "$(inside cat /root/big.rc)" = 0 ] || fail "the download across the handover failed"
+[ "$(inside sha256sum /root/big.out | cut -d' ' -f1)" = "$sum" ] || fail "the download across the handover has wrong bytes"
+for _ in $(seq 100); do inside kill -0 "$pid1" 2>/dev/null || break; sleep 0.1; done
+inside kill -0 "$pid1" 2>/dev/null && fail "the old process did not exit after its download"
+[ "$(inside systemctl is-active spindle.service)" = active ] || fail "not active after the handover"
+inside journalctl -u spindle --no-pager -o cat | grep -q "handed over to pid" || fail "no handover line in the journal"
+echo "   main pid $pid1 -> $pid2; 64 MiB download across it intact"
+
+inside journalctl -u spindle --no-pager -o cat | grep -q "notification message from PID" \
+  && fail "systemd rejected a notification during the handover"
+
+step "8. systemd supervises the new main pid (Restart=on-failure)"
+inside kill -KILL "$pid2"
+pid3=$(main_pid_after "$pid2") || fail "systemd did not restart spindle after its new main pid was killed"
+for _ in $(seq 100); do [ "$(inside systemctl is-active spindle.service)" = active ] && break; sleep 0.1; done
+inside curl -s http://localhost/ | grep -qx hello || fail "not serving after the restart"
+echo "   killed $pid2; systemd restarted it as $pid3"
+
+step "9. systemctl stop (STOPPING=1)"
+inside systemctl stop spindle.service spindle.socket
+res=$(inside systemctl show -p Result --value spindle.service)
+[ "$res" = success ] || fail "stop ended with result $res"
+echo "under systemd: every step held"
