@@ -100,7 +100,12 @@ inside runuser -u nobody -- true
 # The service runs as its own user, from sockets systemd bound.
 user=$(inside ps -o user= -p "$pid1" | tr -d ' ')
 [ "$user" = spindle ] || fail "spindle runs as $user"
-inside journalctl -u spindle --no-pager -o cat | grep -q . || fail "nothing in the journal"
+# The error log is the journal, each line with its level as the priority
+# (info is 6) and without spindle's own time and pid.
+inside journalctl _SYSTEMD_UNIT=spindle.service --no-pager -o verbose | grep -q '^ *PRIORITY=6$' \
+  || fail "no line of priority 6 (info) from spindle in the journal"
+inside journalctl _SYSTEMD_UNIT=spindle.service --no-pager -o cat | grep -E '^[0-9]{4}-[0-9]{2}-' \
+  && fail "journal lines carry their own timestamps"
 echo "   serving as $user, pid $pid1, HTTP and HTTPS on 80 and 443 from spindle.socket, metrics on 9100"
 
 step "5. systemctl reload (SIGHUP, RELOADING=1)"
