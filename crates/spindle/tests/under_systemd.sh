@@ -52,6 +52,18 @@ for _ in $(seq 200); do
 done
 [ -n "$leader" ] || fail "no PID 1 in the container"
 inside() { nsenter -t "$leader" -a -- "$@"; }
+# journal_has FORMAT PATTERN FILTER...: whether the journal's entries that
+# match FILTER, printed in FORMAT, have a line matching PATTERN within 10 s
+# (journald takes lines from a service's stream in its own time).
+journal_has() {
+  local format=$1 pattern=$2
+  shift 2
+  for _ in $(seq 100); do
+    inside journalctl "$@" --no-pager -o "$format" | grep -qE "$pattern" && return 0
+    sleep 0.1
+  done
+  return 1
+}
 # Waits up to 10 s for spindle.service's main pid to be another than $1
 # (and not 0); prints it.
 main_pid_after() {
@@ -102,7 +114,7 @@ user=$(inside ps -o user= -p "$pid1" | tr -d ' ')
 [ "$user" = spindle ] || fail "spindle runs as $user"
 # The error log is the journal, each line with its level as the priority
 # (info is 6) and without spindle's own time and pid.
-inside journalctl _SYSTEMD_UNIT=spindle.service --no-pager -o verbose | grep -q '^ *PRIORITY=6$' \
+journal_has verbose '^ *PRIORITY=6$' _SYSTEMD_UNIT=spindle.service \
   || fail "no line of priority 6 (info) from spindle in the journal"
 inside journalctl _SYSTEMD_UNIT=spindle.service --no-pager -o cat | grep -E '^[0-9]{4}-[0-9]{2}-' \
   && fail "journal lines carry their own timestamps"
@@ -138,7 +150,7 @@ wait "$dl"
 for _ in $(seq 100); do inside kill -0 "$pid1" 2>/dev/null || break; sleep 0.1; done
 inside kill -0 "$pid1" 2>/dev/null && fail "the old process did not exit after its download"
 [ "$(inside systemctl is-active spindle.service)" = active ] || fail "not active after the handover"
-inside journalctl -u spindle --no-pager -o cat | grep -q "handed over to pid" || fail "no handover line in the journal"
+journal_has cat "handed over to pid" -u spindle || fail "no handover line in the journal"
 echo "   main pid $pid1 -> $pid2; 64 MiB download across it intact"
 
 inside journalctl -u spindle --no-pager -o cat | grep -q "notification message from PID" \
