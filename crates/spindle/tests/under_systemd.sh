@@ -131,7 +131,11 @@ inside test -s /var/log/spindle/access.log || fail "no access log"
 inside logrotate -f /etc/logrotate.d/spindle || fail "logrotate"
 inside test -e /var/log/spindle/access.log.1 || fail "access.log not rotated"
 inside curl -s -o /dev/null http://localhost/after-rotation
-sleep 0.5
+# (The log thread writes in its own time.)
+for _ in $(seq 100); do
+  inside grep -q 'GET /after-rotation' /var/log/spindle/access.log 2>/dev/null && break
+  sleep 0.1
+done
 inside grep -q 'GET /after-rotation' /var/log/spindle/access.log || fail "new lines did not go to the new access.log"
 ! inside grep -q 'after-rotation' /var/log/spindle/access.log.1 || fail "new line in the rotated file"
 
