@@ -185,7 +185,20 @@ impl Worker {
             return;
         }
         if res == 0 || short {
-            self.abort(slot);
+            // Nothing of the response out yet (a first read, the head goes
+            // with its bytes): the 503 the changed-file check gives
+            // (`last_bytes_ok`), and the connection goes on. Else the head
+            // promised bytes that cannot follow: drop it.
+            let nothing_out = tx.head_sent == 0
+                && tx.body_sent == 0
+                && !tx.head_in_buf
+                && !tx.resp.continued
+                && tx.ahead.is_none();
+            if nothing_out {
+                self.answer_instead(slot, libc::EAGAIN);
+            } else {
+                self.abort(slot);
+            }
             return;
         }
         let got = if tx.direct { want } else { res as usize };
