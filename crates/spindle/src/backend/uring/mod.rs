@@ -174,6 +174,14 @@ struct Tx {
     throttled: bool,
 }
 
+impl Tx {
+    /// No byte of this response has left or been promised: another
+    /// response (the session's 500 or 503) can still take its place.
+    fn nothing_out(&self) -> bool {
+        self.head_sent == 0 && self.body_sent == 0 && !self.head_in_buf && !self.resp.continued
+    }
+}
+
 /// A chunk being read ahead (see [`Tx::ahead`]).
 struct Ahead {
     buf: u32,

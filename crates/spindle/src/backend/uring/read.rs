@@ -189,12 +189,7 @@ impl Worker {
             // with its bytes): the 503 the changed-file check gives
             // (`last_bytes_ok`), and the connection goes on. Else the head
             // promised bytes that cannot follow: drop it.
-            let nothing_out = tx.head_sent == 0
-                && tx.body_sent == 0
-                && !tx.head_in_buf
-                && !tx.resp.continued
-                && tx.ahead.is_none();
-            if nothing_out {
+            if tx.nothing_out() && tx.ahead.is_none() {
                 self.answer_instead(slot, libc::EAGAIN);
             } else {
                 self.abort(slot);
@@ -285,8 +280,7 @@ impl Worker {
     pub(super) fn body_read_failed(&mut self, slot: u32, errno: i32) {
         let c = self.conns[slot as usize].as_ref().expect("live slot");
         let tx = c.tx.as_ref().expect("response in progress");
-        let answered =
-            tx.head_sent == 0 && tx.body_sent == 0 && !tx.head_in_buf && !tx.resp.continued;
+        let answered = tx.nothing_out();
         read_failed(errno, answered);
         if !answered {
             self.abort(slot);
