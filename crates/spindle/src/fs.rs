@@ -598,6 +598,35 @@ impl Inotify {
     }
 }
 
+/// Reads one byte at `offset` if its page is in the page cache, and says
+/// whether it was. The read is `preadv2(RWF_NOWAIT)`: on a page still being
+/// filled it fails with `EAGAIN` instead of waiting, so a worker may call
+/// it. What it is for: a buffered read that lands on a folio readahead
+/// marked (`PG_readahead`, the first folio of the newest window) starts the
+/// kernel's next readahead window at once, as the reader's own arrival
+/// there would later. A page that is not in the cache is left alone
+/// (`cachestat` first): a read there would start a window of its own and
+/// leave a hole behind the current one.
+pub fn touch_cached(fd: RawFd, offset: u64) -> bool {
+    if range_cached(fd, offset, 1) != Some(true) {
+        return false;
+    }
+    let mut byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: (&raw mut byte).cast(),
+        iov_len: 1,
+    };
+    let Ok(at) = i64::try_from(offset) else {
+        return false;
+    };
+    // SAFETY: `iov` describes `byte`, a live local, writable through the
+    // call (the kernel writes at most one byte, and not after returning).
+    let n = unsafe { libc::preadv2(fd, &iov, 1, at, libc::RWF_NOWAIT) };
+    // EAGAIN (the page is being filled) still counts: the marker, if any,
+    // was seen before the wait would have begun.
+    n >= 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
+}
+
 /// The whole of a small file, if every byte of it is in the page cache:
 /// `preadv2(RWF_NOWAIT)` copies cached pages and fails with `EAGAIN`
 /// instead of waiting for the disk, so a worker may call it. `None` if the
@@ -617,4 +646,79 @@ pub fn read_cached(fd: RawFd, size: usize) -> Option<Vec<u8>> {
     }
     buf.truncate(size);
     Some(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+
+    /// A file of `len` bytes on a disk file system (the workspace's target
+    /// directory; `/tmp` may be tmpfs, which cannot drop a file's pages),
+    /// written back and dropped from the page cache. `None` (the test is
+    /// skipped, and says so) where the pages stay.
+    fn cold_file(name: &str, len: usize) -> Option<(std::path::PathBuf, std::fs::File)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: posix_fadvise on a descriptor we own; no memory involved.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0, "posix_fadvise(DONTNEED)");
+        if range_cached(f.as_raw_fd(), 0, 1) != Some(false) {
+            eprintln!(
+                "SKIPPED: {} keeps its pages cached (or has no cachestat)",
+                dir.display()
+            );
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        Some((path, f))
+    }
+
+    #[test]
+    fn touch_cached_reads_only_what_the_cache_holds() {
+        let Some((path, f)) = cold_file("touch-absent", 4 << 20) else {
+            return;
+        };
+        let fd = f.as_raw_fd();
+        // Absent: no read is started there (it would insert the page before
+        // returning).
+        assert!(!touch_cached(fd, 2 << 20));
+        assert_eq!(range_cached(fd, 2 << 20, 1), Some(false));
+        // Present: touched.
+        let mut buf = vec![0u8; 4 << 20];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        assert!(touch_cached(fd, 2 << 20));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn touching_what_readahead_brought_starts_its_next_window() {
+        let Some((path, f)) = cold_file("touch-marker", 8 << 20) else {
+            return;
+        };
+        let fd = f.as_raw_fd();
+        // A first read: the kernel reads a first window ahead of it (a few
+        // hundred KiB), marking a folio in it; nothing reaches 6 MiB.
+        let mut buf = vec![0u8; 64 << 10];
+        f.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(range_cached(fd, 6 << 20, 1), Some(false));
+        // Touching page after page, never past the first absent one, walks
+        // the readahead chain: each marked folio touched starts the next
+        // window, whose pages are in the cache (filled or not) at once.
+        let page = page_size() as u64;
+        let mut at = 0;
+        while at < 8 << 20 && touch_cached(fd, at) {
+            at += page;
+        }
+        assert!(
+            at > 6 << 20,
+            "touching stopped at {at}: the marked folios did not start the next windows"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -161,6 +161,10 @@ struct Tx {
     /// `READ` waits in the ring (`Op::PageWait`). The miss's own chunk is
     /// `READ` whole: its size sets the size of the first readahead window.
     map: Option<fs::FileMap>,
+    /// The readahead lead of a body sent through `map` after a miss
+    /// (`read.rs` `lead`): how far it has touched, and its share of the
+    /// worker's budget.
+    lead: Option<read::Lead>,
     /// The file could not be mapped: misses are `READ` chunk by chunk.
     unmappable: bool,
     /// The file was found to still have `resp.version` just before the
@@ -327,6 +331,9 @@ struct Worker {
     /// `Tx::map`). Nothing ever reads it; the kernel may write it from
     /// several such `READ`s at once.
     page_sink: Box<[u8]>,
+    /// How many responses hold a readahead lead (`read::Lead`), which share
+    /// `read::LEAD_BUDGET`.
+    leaders: Rc<std::cell::Cell<u32>>,
     draining: bool,
     /// The accept gate is closed (a handover starting): no accept is
     /// armed; `gate_acked` once this worker told the gate so.

@@ -150,6 +150,7 @@ impl Worker {
             notify_armed: false,
             wake_buf: Box::new(0),
             page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
+            leaders: std::rc::Rc::default(),
             draining: false,
             accept_paused: false,
             gate_acked: false,

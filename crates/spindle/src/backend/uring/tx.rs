@@ -101,6 +101,7 @@ impl Worker {
             await_ahead: false,
             waiting: false,
             map: None,
+            lead: None,
             unmappable: false,
             verified: false,
             started: now,
@@ -337,6 +338,11 @@ impl Worker {
         let c = self.conns[slot as usize].as_mut().expect("live slot");
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let tx = c.tx.as_mut().expect("response in progress");
+        if tx.missed && tx.map.is_some() {
+            // Once a turn (at most SENDFILE_TURN, half a LEAD_STRIDE).
+            super::read::lead(file, tx, &self.leaders);
+        }
         let mut turn = 0u64;
         loop {
             let c = self.conns[slot as usize].as_mut().expect("live slot");
