@@ -339,8 +339,10 @@ impl Worker {
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("response in progress");
-        if tx.missed && tx.map.is_some() {
-            // Once a turn (at most SENDFILE_TURN, half a LEAD_STRIDE).
+        if tx.missed && tx.map.is_some() && tx.rate.is_none() {
+            // Once a turn (at most SENDFILE_TURN, half a LEAD_STRIDE). Not
+            // under --limit-rate: a paced body does not wait for the disk,
+            // and what it touched would wait in memory for minutes.
             super::read::lead(file, tx, &self.leaders);
         }
         let mut turn = 0u64;
