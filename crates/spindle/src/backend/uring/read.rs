@@ -1,5 +1,7 @@
 //! Disk reads of a response's body: `READ` through the page cache or with
-//! `O_DIRECT` on a file's first use, and the `O_DIRECT` read-ahead.
+//! `O_DIRECT` on a file's first use, the `O_DIRECT` read-ahead, the
+//! one-page wait for the kernel's readahead, and the readahead lead that
+//! starts the kernel's next windows early.
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, RawFd};
