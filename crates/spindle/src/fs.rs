@@ -611,20 +611,25 @@ pub fn touch_cached(fd: RawFd, offset: u64) -> bool {
     if range_cached(fd, offset, 1) != Some(true) {
         return false;
     }
-    let mut byte = 0u8;
-    let iov = libc::iovec {
-        iov_base: (&raw mut byte).cast(),
-        iov_len: 1,
-    };
     let Ok(at) = i64::try_from(offset) else {
         return false;
     };
-    // SAFETY: `iov` describes `byte`, a live local, writable through the
-    // call (the kernel writes at most one byte, and not after returning).
-    let n = unsafe { libc::preadv2(fd, &iov, 1, at, libc::RWF_NOWAIT) };
     // EAGAIN (the page is being filled) still counts: the marker, if any,
     // was seen before the wait would have begun.
+    let n = pread_nowait(fd, &mut [0u8], at);
     n >= 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
+}
+
+/// `preadv2(RWF_NOWAIT)` into `buf` at `offset`: the bytes the page cache
+/// holds filled, or -1 with `EAGAIN` where it would wait for the disk.
+fn pread_nowait(fd: RawFd, buf: &mut [u8], offset: i64) -> isize {
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: `iov` describes `buf`, live and writable through the call;
+    // the kernel does not write it after returning.
+    unsafe { libc::preadv2(fd, &iov, 1, offset, libc::RWF_NOWAIT) }
 }
 
 /// The whole of a small file, if every byte of it is in the page cache:
@@ -633,12 +638,7 @@ pub fn touch_cached(fd: RawFd, offset: u64) -> bool {
 /// file is not all cached, or is not `size` bytes long any more.
 pub fn read_cached(fd: RawFd, size: usize) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; size + 1];
-    let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: `iov` describes `buf`, live and writable through the call.
-    let n = unsafe { libc::preadv2(fd, &iov, 1, 0, libc::RWF_NOWAIT) };
+    let n = pread_nowait(fd, &mut buf, 0);
     // One byte more than expected was asked for: a file that grew since
     // its `fstat` reads long, and is refused here.
     if n != size as isize {

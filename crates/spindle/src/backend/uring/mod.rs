@@ -331,9 +331,10 @@ struct Worker {
     /// `Tx::map`). Nothing ever reads it; the kernel may write it from
     /// several such `READ`s at once.
     page_sink: Box<[u8]>,
-    /// How many responses hold a readahead lead (`read::Lead`), which share
+    /// Cloned by every response that holds a readahead lead
+    /// (`read::Lead`): its strong count, less this one, is how many share
     /// `read::LEAD_BUDGET`.
-    leaders: Rc<std::cell::Cell<u32>>,
+    leaders: Rc<()>,
     draining: bool,
     /// The accept gate is closed (a handover starting): no accept is
     /// armed; `gate_acked` once this worker told the gate so.

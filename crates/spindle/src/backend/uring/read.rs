@@ -3,7 +3,6 @@
 //! one-page wait for the kernel's readahead, and the readahead lead that
 //! starts the kernel's next windows early.
 
-use std::cell::Cell;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
@@ -38,30 +37,13 @@ pub const LEAD_MIN: u64 = 16 << 20;
 pub const LEAD_BUDGET: u64 = 64 << 20;
 
 /// A response that touches readahead markers ahead of its send position
-/// (`Tx::lead`). It counts itself among the worker's leaders while it
-/// lives, so that the others' shares of [`LEAD_BUDGET`] grow again when
-/// it ends.
+/// (`Tx::lead`). Its clone of the worker's `leaders` counts it among the
+/// leaders while it lives (the `Rc`'s strong count less the worker's own),
+/// so that the others' shares of [`LEAD_BUDGET`] grow again when it ends.
 pub(super) struct Lead {
     /// Stride points below this have been touched.
     next: u64,
-    leaders: Rc<Cell<u32>>,
-}
-
-impl Lead {
-    fn new(leaders: &Rc<Cell<u32>>) -> Lead {
-        leaders.set(leaders.get() + 1);
-        Lead {
-            next: 0,
-            leaders: leaders.clone(),
-        }
-    }
-}
-
-impl Drop for Lead {
-    fn drop(&mut self) {
-        debug_assert!(self.leaders.get() > 0, "a lead dropped twice");
-        self.leaders.set(self.leaders.get() - 1);
-    }
+    _leader: Rc<()>,
 }
 
 /// Starts the kernel's next readahead windows before the response's send
@@ -76,14 +58,18 @@ impl Drop for Lead {
 /// started), so the windows up to there are started as soon as their
 /// predecessors are, without waiting and without a copy. Cold 700 MB file,
 /// 1 client: 4-5 windows in flight instead of 1-2 (block tracepoints).
-pub(super) fn lead(file: RawFd, tx: &mut Tx, leaders: &Rc<Cell<u32>>) {
+pub(super) fn lead(file: RawFd, tx: &mut Tx, leaders: &Rc<()>) {
     if tx.lead.is_none() {
         if tx.file_left <= LEAD_STRIDE {
             return;
         }
-        tx.lead = Some(Lead::new(leaders));
+        tx.lead = Some(Lead {
+            next: 0,
+            _leader: leaders.clone(),
+        });
     }
-    let share = (LEAD_BUDGET / u64::from(leaders.get().max(1))).min(LEAD_MAX);
+    let count = (Rc::strong_count(leaders) - 1) as u64;
+    let share = (LEAD_BUDGET / count.max(1)).min(LEAD_MAX);
     if share < LEAD_MIN {
         return;
     }
