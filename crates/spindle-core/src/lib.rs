@@ -20,6 +20,10 @@
 //! - [`listing`]: directory listings (`--autoindex`): HTML and JSON.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
 //!   body discarding).
+//! - [`session_config`]: what every session of a server is configured
+//!   with, and the document root by `Host`.
+//! - [`step`]: the seam: what a session asks its driver to do next, and
+//!   the opens and listings it asks for.
 //! - [`accesslog`]: Combined Log Format lines.
 //! - [`proxy`]: the PROXY protocol header (v1 and v2) a load balancer sends
 //!   first, and the address blocks of trusted proxies.
@@ -36,6 +40,8 @@ pub mod request;
 pub mod response;
 pub mod rules;
 pub mod session;
+pub mod session_config;
+pub mod step;
 
 pub use encoding::Encoding;
 pub use listing::Listing;

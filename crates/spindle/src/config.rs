@@ -9,10 +9,12 @@ use clap::Parser;
 use serde::Deserialize;
 
 mod checks;
+mod file;
 use checks::*;
 pub use checks::{
     parse_log_format, parse_size, MAX_ADD_HEADERS, MAX_ADD_HEADER_BYTES, MAX_ERROR_PAGES,
 };
+use file::{FileConfig, RuleEntry, SizeValue};
 
 /// Default listen address: loopback only, so that a first run exposes
 /// nothing.
@@ -240,73 +242,6 @@ pub struct Cli {
     pub metrics: Option<SocketAddr>,
 }
 
-/// One more certificate in the config file, for the host names it serves
-/// (`tls-certificates = [{ names = ["example.org", "*.example.org"], cert =
-/// "...", key = "..." }]`); `tls-cert`/`tls-key` stay the default.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CertEntry {
-    names: Vec<String>,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-/// The config file: the same keys as the long options.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct FileConfig {
-    tls_certificates: Option<Vec<CertEntry>>,
-    root: Option<PathBuf>,
-    listen: Option<Vec<SocketAddr>>,
-    proxy_listen: Option<Vec<SocketAddr>>,
-    proxy_from: Option<Vec<String>>,
-    tls_listen: Option<Vec<SocketAddr>>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    workers: Option<u32>,
-    backend: Option<BackendKind>,
-    chunk_size: Option<SizeValue>,
-    max_inflight: Option<u32>,
-    depth: Option<Depth>,
-    io_threads: Option<u32>,
-    access_log: Option<String>,
-    user: Option<String>,
-    keepalive_timeout: Option<f64>,
-    header_timeout: Option<f64>,
-    send_timeout: Option<f64>,
-    drain_timeout: Option<f64>,
-    max_connections: Option<u32>,
-    max_header_size: Option<usize>,
-    max_connections_per_ip: Option<u32>,
-    log_format: Option<String>,
-    error_log: Option<String>,
-    log_level: Option<String>,
-    limit_rate: Option<SizeValue>,
-    limit_rate_after: Option<SizeValue>,
-    dotfiles: Option<bool>,
-    autoindex: Option<bool>,
-    open_file_cache: Option<usize>,
-    open_file_cache_valid: Option<f64>,
-    small_file_cache: Option<SizeValue>,
-    first_miss: Option<FirstMiss>,
-    sendfile: Option<bool>,
-    add_headers: Option<Vec<String>>,
-    precompressed: Option<Vec<String>>,
-    error_pages: Option<std::collections::BTreeMap<String, String>>,
-    charset: Option<String>,
-    rules: Option<Vec<RuleEntry>>,
-    hosts: Option<Vec<HostEntry>>,
-    metrics: Option<SocketAddr>,
-}
-
-/// One `[[hosts]]` table: a virtual host's names and document root.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HostEntry {
-    names: Vec<String>,
-    root: PathBuf,
-}
-
 /// A virtual host, checked.
 #[derive(Debug, Clone)]
 pub struct VirtualHost {
@@ -317,25 +252,6 @@ pub struct VirtualHost {
 
 /// Most virtual hosts.
 pub const MAX_HOSTS: usize = 1024;
-
-/// One `[[rules]]` table: what the files whose path matches `match` get.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct RuleEntry {
-    #[serde(rename = "match")]
-    pattern: String,
-    cache_control: Option<String>,
-    content_type: Option<String>,
-    #[serde(default)]
-    headers: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum SizeValue {
-    Bytes(u64),
-    Text(String),
-}
 
 /// The effective configuration.
 #[derive(Debug, Clone)]
