@@ -39,6 +39,17 @@ impl Roots {
         Roots(v)
     }
 
+    /// Opens the configured root and every virtual host's. Fails with a
+    /// message for the user.
+    pub fn open(root: &Path, hosts: &[crate::config::VirtualHost]) -> Result<Roots, String> {
+        let main = Root::open(root)?;
+        let mut v = Vec::with_capacity(hosts.len());
+        for h in hosts {
+            v.push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
+        }
+        Ok(Roots::new(main, v))
+    }
+
     /// The root numbered `i` (the server's for a number it does not have;
     /// the core only hands out configured ones).
     pub fn get(&self, i: u16) -> &Root {
@@ -646,6 +657,11 @@ pub fn read_cached(fd: RawFd, size: usize) -> Option<Vec<u8>> {
     }
     buf.truncate(size);
     Some(buf)
+}
+
+/// The answer to an open that failed with `e`.
+pub fn open_error(e: std::io::Error) -> spindle_core::OpenError {
+    spindle_core::OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use spindle_core::SessionConfig;
 
 use crate::config::Config;
-use crate::fs::{Root, Roots};
+use crate::fs::Roots;
 
 /// What a reload gives the workers.
 #[derive(Clone)]
@@ -68,19 +68,14 @@ impl Shared {
             return Err("no command line to read again".into());
         };
         let mut cfg = Config::from_cli(cli)?;
-        crate::server::cap_open_file_cache(&mut cfg);
-        let main = Root::open(&cfg.root)?;
-        let mut hosts = Vec::with_capacity(cfg.hosts.len());
-        for h in &cfg.hosts {
-            hosts
-                .push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
-        }
+        cfg.cap_open_file_cache();
+        let roots = Roots::open(&cfg.root, &cfg.hosts)?;
         let fixed = keep_restart_only(&mut cfg, running);
         let session_cfg = Arc::new(cfg.session_config());
         self.publish(Reloadable {
             cfg: Arc::new(cfg),
             session_cfg,
-            roots: Arc::new(Roots::new(main, hosts)),
+            roots: Arc::new(roots),
         });
         Ok(fixed)
     }
