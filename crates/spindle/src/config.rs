@@ -495,16 +495,7 @@ impl Config {
     /// soft limit, once raised): at start, and to a reloaded configuration
     /// before it is compared with the running one.
     pub fn cap_open_file_cache(&mut self) {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes into a live local struct.
-        let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-            lim.rlim_cur
-        } else {
-            1024
-        };
+        let nofile = crate::sys::nofile_limit();
         let per_worker = (nofile / 2 / u64::from(self.workers.max(1))) as usize;
         self.open_file_cache = self.open_file_cache.min(per_worker);
     }

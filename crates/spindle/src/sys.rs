@@ -1,6 +1,7 @@
-//! Kernel calls both event loops use (and the listing helpers): one
-//! `sendmsg` of two slices, `sendfile(2)`, eventfds, `errno`. Neutral:
-//! nothing here knows a loop, a connection or HTTP.
+//! Kernel calls both event loops use (and the listing helpers and the
+//! main thread): one `sendmsg` of two slices, `sendfile(2)`, eventfds,
+//! `errno`, the descriptor limit. Neutral: nothing here knows a loop, a
+//! connection or HTTP.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -108,4 +109,18 @@ pub fn signal_eventfd(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to an eventfd the caller owns.
     unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// RLIMIT_NOFILE's soft limit (1024 if it cannot be read).
+pub fn nofile_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a live local struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    }
 }

@@ -12,7 +12,7 @@
 //! buffered-read path (or an io-wq thread, capped at `--max-inflight`),
 //! while the loop keeps serving other connections.
 //!
-//! Data path (ARCHITECTURE.md has the measurements): a cached file of at
+//! Data path (docs/decisions.md has the measurements): a cached file of at
 //! most 16 KiB goes out with its head in one `SEND` from the open-file
 //! cache. Other bodies under 64 KiB are `READ` into a chunk buffer from a
 //! bounded per-worker pool (`--max-inflight` buffers of `--chunk-size`
@@ -30,10 +30,13 @@
 //! in the worker until the ring has reported the operation's final
 //! completion; the worker returns only when no operation is in flight.
 //!
-//! Where things are: this file holds the state (the worker, its connection
-//! slots and their responses, the chunk buffers); `ring.rs` sets the ring
-//! up and dispatches each completion; `conn.rs` is a connection's life
-//! (accept, receive, the protocol loop, lingering close, timeouts, drain);
+//! What a connection does above its bytes is the connection layer's
+//! ([`crate::conn`]), shared with the epoll loop. Where things are here:
+//! this file holds the state (the worker, its connections and their
+//! responses, the chunk buffers); `ring.rs` sets the ring up and
+//! dispatches each completion; `accept.rs` accepts; `conn.rs` does for a
+//! connection what the ring must (receive, opens, lingering close, the
+//! tick);
 //! `tx.rs` sends a response (head, `sendfile`, `SEND` from a buffer);
 //! `tls.rs` puts HTTPS connections' bytes through rustls;
 //! `read.rs` reads the body from disk (page cache or `O_DIRECT`, and the
@@ -78,7 +81,7 @@ pub const MAX_DEVICES: usize = 16;
 /// Bodies at least this large go out by `sendfile(2)` when their pages are
 /// cached (by `cachestat(2)`); smaller ones are copied with one `READ` into
 /// the buffer that already holds the head, so that head and body leave in
-/// one `SEND`. See ARCHITECTURE.md for the measurements behind the value.
+/// one `SEND`. See docs/decisions.md for the measurements behind the value.
 pub const SENDFILE_MIN: u64 = 64 * 1024;
 
 const BGID: u16 = 0;
