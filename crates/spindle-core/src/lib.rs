@@ -13,6 +13,7 @@
 //! - [`limits`]: every bound, named.
 //! - [`request`]: request-line and header parsing (httparse), framing of
 //!   bodies, and the request-level checks (Host, method, version).
+//! - [`file`]: what a driver learned of an opened path (`FileMeta`).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
 //! - [`rules`]: Cache-Control, header fields and Content-Type by path glob.
@@ -31,6 +32,7 @@
 pub mod accesslog;
 pub mod date;
 pub mod encoding;
+pub mod file;
 pub mod limits;
 pub mod listing;
 pub mod path;

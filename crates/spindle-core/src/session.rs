@@ -26,6 +26,7 @@
 //! request: the client it names is then [`Session::client`]. A missing or
 //! malformed header closes the connection without an answer.
 
+pub use crate::accesslog::LogInfo;
 use std::ffi::CString;
 use std::net::SocketAddr;
 
@@ -50,17 +51,6 @@ enum State {
         keep_alive: bool,
     },
     Closed,
-}
-
-/// What the access log needs of the last response.
-#[derive(Debug, Clone, Default)]
-pub struct LogInfo {
-    pub method: String,
-    pub target: Vec<u8>,
-    pub minor_version: u8,
-    pub status: u16,
-    pub referer: Option<Vec<u8>>,
-    pub user_agent: Option<Vec<u8>>,
 }
 
 /// One connection's protocol state.
