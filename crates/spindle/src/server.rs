@@ -171,7 +171,7 @@ fn load_tls(
 struct Shared {
     root: Arc<Roots>,
     tls: Option<Arc<crate::tls::Shared>>,
-    reloads: Arc<crate::reload::Shared>,
+    reloads: Arc<crate::conn::Published>,
     session_cfg: Arc<spindle_core::SessionConfig>,
     per_ip: Option<Arc<crate::perip::PerIp>>,
     memory: Arc<MemoryWatch>,
@@ -193,7 +193,7 @@ impl Shared {
         let session_cfg = Arc::new(cfg.session_config());
         let memory = Arc::new(MemoryWatch::probe());
         Ok(Shared {
-            reloads: crate::reload::Shared::new(crate::reload::Reloadable {
+            reloads: crate::conn::Published::new(crate::conn::Reloadable {
                 cfg: cfg.clone(),
                 session_cfg: session_cfg.clone(),
                 roots: root.clone(),
@@ -400,10 +400,10 @@ fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
 /// certificates and keys again. A bad file keeps the running
 /// configuration (or certificates), with an error line; connections
 /// already open are not touched either way.
-fn reload(reloads: &crate::reload::Shared, tls: Option<&crate::tls::Shared>, log: &AccessLog) {
+fn reload(reloads: &crate::conn::Published, tls: Option<&crate::tls::Shared>, log: &AccessLog) {
     net::sd_notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
     let (_, running) = reloads.current();
-    let result = reloads.reload(&running.cfg);
+    let result = crate::reload::reload(reloads, &running.cfg);
     // The logs, at the paths now configured (the same ones after a bad
     // file): a reload does what SIGUSR1 does too.
     let (_, now) = reloads.current();

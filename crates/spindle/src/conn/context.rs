@@ -4,9 +4,9 @@
 //! handover. Every event loop takes the same.
 
 use std::os::fd::{OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use spindle_core::SessionConfig;
 
@@ -34,7 +34,7 @@ pub struct WorkerContext {
     pub root: Arc<Roots>,
     /// The configuration SIGHUP publishes (`reload.rs`), and the
     /// generation of it this worker runs.
-    pub reload: Arc<crate::reload::Shared>,
+    pub reload: Arc<Published>,
     pub reload_gen: u64,
     /// `--max-connections-per-ip`, shared by all workers.
     pub per_ip: Option<Arc<crate::perip::PerIp>>,
@@ -68,6 +68,50 @@ impl WorkerContext {
         self.session_cfg = r.session_cfg;
         self.root = r.roots;
         true
+    }
+}
+
+/// What a reload gives the workers.
+#[derive(Clone)]
+pub struct Reloadable {
+    pub cfg: Arc<Config>,
+    pub session_cfg: Arc<SessionConfig>,
+    pub roots: Arc<Roots>,
+}
+
+/// The current [`Reloadable`] and its generation, shared by all workers:
+/// SIGHUP publishes (`reload.rs`), each worker takes it on its tick.
+pub struct Published {
+    current: Mutex<Reloadable>,
+    generation: AtomicU64,
+}
+
+impl Published {
+    pub fn new(r: Reloadable) -> Arc<Published> {
+        Arc::new(Published {
+            current: Mutex::new(r),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    /// Checked by each worker on its tick: one atomic load.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn current(&self) -> (u64, Reloadable) {
+        let r = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        (self.generation(), r)
+    }
+
+    /// A new configuration for the workers, under the next generation.
+    pub fn publish(&self, r: Reloadable) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = r;
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -28,7 +28,7 @@ pub mod policy;
 mod serve;
 mod table;
 
-pub use context::{AcceptGate, ShutdownSignal, WorkerContext};
+pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerContext};
 pub use life::{Life, Next, Phase};
 pub use serve::{Admitted, Answer, Found, Listed, OpenResult, Reply, Serving};
 pub use table::{Slots, Ticket};
