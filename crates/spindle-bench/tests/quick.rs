@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{is_root, EXE};
+use common::EXE;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -40,6 +40,9 @@ fn check_outputs(out: &Path, name: &str, groups: usize) -> serde_json::Value {
         } else {
             let notes = json["notes"].to_string();
             assert!(notes.contains("skipped"), "missing {p} is noted: {notes}");
+            test_skip::skip_or_fail(format!(
+                "{p} is not installed: the harness is not checked with it (apt-get install {p})"
+            ));
         }
     }
     assert_eq!(
@@ -171,8 +174,8 @@ fn check_all_short(out: &Path, name: &str) {
 
 #[test]
 fn quick_cold_and_hot_end_to_end() {
-    if !is_root() {
-        eprintln!("SKIPPED quick_cold_and_hot_end_to_end: needs root (cgroup, drop_caches)");
+    if !test_skip::is_root() {
+        test_skip::skip_or_fail("needs root (cgroup, drop_caches)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -203,6 +206,10 @@ fn quick_cold_and_hot_end_to_end() {
         assert!(
             cold["extra"]["fio"]["1"][0][1].as_f64().unwrap() > 0.0,
             "fio QD 1 measured"
+        );
+    } else {
+        test_skip::skip_or_fail(
+            "fio is not installed: its rows are not checked (apt-get install fio)",
         );
     }
     let cold_s = t0.elapsed();

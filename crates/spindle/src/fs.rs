@@ -672,8 +672,9 @@ mod tests {
 
     /// A file of `len` bytes on a disk file system (the workspace's target
     /// directory; `/tmp` may be tmpfs, which cannot drop a file's pages),
-    /// written back and dropped from the page cache. `None` (the test is
-    /// skipped, and says so) where the pages stay.
+    /// written back and dropped from the page cache. `None` where the pages
+    /// stay: the test is skipped, says so, and fails under CI
+    /// ([`test_skip::skip_or_fail`]).
     fn cold_file(name: &str, len: usize) -> Option<(std::path::PathBuf, std::fs::File)> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
         std::fs::create_dir_all(&dir).unwrap();
@@ -685,10 +686,10 @@ mod tests {
         let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(rc, 0, "posix_fadvise(DONTNEED)");
         if range_cached(f.as_raw_fd(), 0, 1) != Some(false) {
-            eprintln!(
-                "SKIPPED: {} keeps its pages cached (or has no cachestat)",
+            test_skip::skip_or_fail(format!(
+                "{} keeps its pages cached (or has no cachestat)",
                 dir.display()
-            );
+            ));
             let _ = std::fs::remove_file(&path);
             return None;
         }
