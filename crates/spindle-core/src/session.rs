@@ -37,6 +37,7 @@ use crate::path::{self, PathError};
 use crate::proxy;
 use crate::request::{self, BodyFraming, Method, Parsed, Request};
 use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
+use crate::rules::Verdict;
 pub use crate::session_config::SessionConfig;
 pub use crate::step::{ListRequest, OpenError, OpenRequest, Step};
 
@@ -88,6 +89,11 @@ pub struct Session {
     /// One HTTP/2 stream's request ([`Session::for_stream`]): one
     /// response, then closed; logged as `HTTP/2.0`.
     stream: bool,
+    /// The current request's `fallback` (see [`Rules::check`]), to open
+    /// if its file is not found.
+    ///
+    /// [`Rules::check`]: crate::rules::Rules::check
+    fallback: Option<CString>,
 }
 
 /// The header fields an error status carries: `Retry-After` on a 503 (a
@@ -150,6 +156,7 @@ impl Session {
             over_limit: false,
             dir_request: false,
             stream: false,
+            fallback: None,
         }
     }
 
@@ -191,10 +198,25 @@ impl Session {
     }
 
     /// The client's address on a session [`Session::behind_proxy`]: the
-    /// one its header named, or else the proxy's. None on other sessions,
-    /// whose driver asks the socket for its peer.
+    /// one its header named, or else the proxy's; on another session, the
+    /// peer its driver gave it with [`Session::set_peer`]. None otherwise:
+    /// the driver asks the socket for its peer when it needs it.
     pub fn client(&self) -> Option<SocketAddr> {
         self.client
+    }
+
+    /// Tells a session (not one [`Session::behind_proxy`]) its
+    /// connection's peer, which rules by address (`allow`, `deny`) check.
+    /// A driver need do so only when [`Rules::by_address`] says some rule
+    /// asks; without it such a rule refuses every request.
+    ///
+    /// [`Rules::by_address`]: crate::rules::Rules::by_address
+    pub fn set_peer(&mut self, peer: Option<SocketAddr>) {
+        debug_assert!(
+            self.state != State::AwaitProxy,
+            "the PROXY header names the client"
+        );
+        self.client = peer;
     }
 
     /// Appends received bytes. Bytes of a request body being discarded are
@@ -422,6 +444,33 @@ impl Session {
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
             Ok(resolved) => {
+                let raw_path = path::target_path(&req.target).unwrap_or(b"/");
+                let query = req
+                    .target
+                    .iter()
+                    .position(|&b| b == b'?')
+                    .map_or(&b""[..], |i| &req.target[i + 1..]);
+                let client = self.client.map(|a| a.ip());
+                let answer = match cfg.rules.check(&resolved.rel, client, raw_path, query) {
+                    Verdict::Serve { fallback } => {
+                        self.fallback = fallback.cloned();
+                        None
+                    }
+                    Verdict::Refuse(status) => Some((status, None)),
+                    Verdict::Redirect(status, location) => Some((status, Some(location))),
+                };
+                if let Some((status, location)) = answer {
+                    self.last_req = Some(req);
+                    let field;
+                    let extra: &[(&str, &str)] = match &location {
+                        Some(l) => {
+                            field = [("Location", l.as_str())];
+                            &field
+                        }
+                        None => &[],
+                    };
+                    return self.respond_error(cfg, status, keep_alive, announce, head_only, extra);
+                }
                 // NUL bytes were refused by `resolve`, so this cannot fail.
                 let path = CString::new(resolved.rel).expect("path has no NUL");
                 self.dir_request = resolved.is_dir_request;
@@ -497,6 +546,18 @@ impl Session {
                 });
             }
         }
+        if result == Err(OpenError::NotFound) && self.error_page.is_none() {
+            // Not found beneath a rule's `fallback`: that file instead
+            // (once: a missing fallback is a 404).
+            if let Some(path) = self.fallback.take() {
+                self.dir_request = false;
+                return Step::Open(OpenRequest {
+                    path,
+                    root: self.root,
+                });
+            }
+        }
+        self.fallback = None;
         let rel_path = chosen
             .as_ref()
             .map_or(open_path.path.as_bytes(), |sc| sc.src_path.as_bytes());

@@ -85,6 +85,12 @@ pub(super) struct RuleEntry {
     pub(super) content_type: Option<String>,
     #[serde(default)]
     pub(super) headers: Vec<String>,
+    #[serde(default)]
+    pub(super) allow: Vec<String>,
+    #[serde(default)]
+    pub(super) deny: Vec<String>,
+    pub(super) redirect: Option<String>,
+    pub(super) fallback: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
