@@ -18,6 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
+use crate::access::Referers;
 use crate::proxy::Cidr;
 
 /// Most rules in one configuration.
@@ -41,6 +42,8 @@ pub struct Rule {
     /// Served with 200 where the path names no file (`fallback`): a
     /// path beneath the root, without its leading `/`.
     pub fallback: Option<CString>,
+    /// The `Referer` values that may fetch (`referers`).
+    pub referers: Option<Referers>,
 }
 
 impl Rule {
@@ -51,6 +54,7 @@ impl Rule {
             || !self.deny.is_empty()
             || self.redirect.is_some()
             || self.fallback.is_some()
+            || self.referers.is_some()
     }
 }
 
@@ -65,6 +69,18 @@ pub struct Rules {
     deciding: GlobSet,
     deciding_idx: Vec<usize>,
     by_address: bool,
+}
+
+/// What [`Rules::check`] looks at in a request besides its path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked<'a> {
+    /// The client (`None`: unknown, which an address rule refuses).
+    pub client: Option<IpAddr>,
+    /// The target's path and query (without `?`), as received.
+    pub raw_path: &'a [u8],
+    pub query: &'a [u8],
+    /// The `Referer` field, if any.
+    pub referer: Option<&'a [u8]>,
 }
 
 /// What the rules that match a path decide before any file is opened.
@@ -255,18 +271,11 @@ impl Rules {
     }
 
     /// What the rules for `rel_path` (as for [`Rules::apply`]) decide
-    /// for a request from `client` (`None`: unknown, which an address
-    /// rule refuses) whose target's path and query are `raw_path` and
-    /// `query` as received. Every matching rule's addresses are checked
-    /// (any refusal refuses); then the last matching `redirect` answers;
-    /// else the file is looked for, with the last matching `fallback`.
-    pub fn check(
-        &self,
-        rel_path: &[u8],
-        client: Option<IpAddr>,
-        raw_path: &[u8],
-        query: &[u8],
-    ) -> Verdict<'_> {
+    /// for the request `asked`. Every matching rule's refusals are checked
+    /// (addresses, then `referers`; any refusal refuses); then the last
+    /// matching `redirect` answers; else the file is looked for, with the
+    /// last matching `fallback`.
+    pub fn check(&self, rel_path: &[u8], asked: &Asked) -> Verdict<'_> {
         let mut fallback = None;
         if self.deciding_idx.is_empty() {
             return Verdict::Serve { fallback };
@@ -282,12 +291,17 @@ impl Rules {
         for i in self.deciding.matches_candidate(&candidate) {
             let r = &self.rules[self.deciding_idx[i]];
             if !r.allow.is_empty() || !r.deny.is_empty() {
-                let Some(ip) = client else {
+                let Some(ip) = asked.client else {
                     return Verdict::Refuse(403);
                 };
                 let denied = r.deny.iter().any(|c| c.contains(ip));
                 let allowed = r.allow.is_empty() || r.allow.iter().any(|c| c.contains(ip));
                 if denied || !allowed {
+                    return Verdict::Refuse(403);
+                }
+            }
+            if let Some(refs) = &r.referers {
+                if !refs.allows(asked.referer) {
                     return Verdict::Refuse(403);
                 }
             }
@@ -299,7 +313,7 @@ impl Rules {
             }
         }
         match redirect {
-            Some(r) => Verdict::Redirect(r.status, r.location(raw_path, query)),
+            Some(r) => Verdict::Redirect(r.status, r.location(asked.raw_path, asked.query)),
             None => Verdict::Serve { fallback },
         }
     }
@@ -393,6 +407,41 @@ mod tests {
         assert!(Rules::new(many).unwrap_err().contains("at most"));
     }
 
+    /// A request for `raw_path`, no query, from nobody known.
+    fn at(raw_path: &[u8]) -> Asked<'_> {
+        Asked {
+            raw_path,
+            ..Asked::default()
+        }
+    }
+
+    #[test]
+    fn referers_refuse_after_addresses() {
+        let rules = Rules::new(vec![Rule {
+            referers: Some(Referers::parse(&["none".into(), "*.example.org".into()]).unwrap()),
+            ..rule("/img/**", None, None, "")
+        }])
+        .unwrap();
+        let with = |referer: Option<&'static [u8]>| Asked {
+            referer,
+            ..at(b"/img/a.png")
+        };
+        let serve = Verdict::Serve { fallback: None };
+        assert_eq!(rules.check(b"img/a.png", &with(None)), serve);
+        assert_eq!(
+            rules.check(b"img/a.png", &with(Some(b"https://www.example.org/"))),
+            serve
+        );
+        assert_eq!(
+            rules.check(b"img/a.png", &with(Some(b"https://evil.test/"))),
+            Verdict::Refuse(403)
+        );
+        assert_eq!(
+            rules.check(b"a.png", &with(Some(b"https://evil.test/"))),
+            serve
+        );
+    }
+
     fn cidrs(list: &[&str]) -> Vec<Cidr> {
         list.iter().map(|c| Cidr::parse(c).unwrap()).collect()
     }
@@ -417,7 +466,15 @@ mod tests {
         ])
         .unwrap();
         assert!(r.by_address());
-        let v = |path: &[u8], client| r.check(path, client, b"/", b"");
+        let v = |path: &[u8], client| {
+            r.check(
+                path,
+                &Asked {
+                    client,
+                    ..Asked::default()
+                },
+            )
+        };
         let serve = Verdict::Serve { fallback: None };
         assert_eq!(v(b"private/a.txt", ip("10.1.2.3")), serve);
         assert_eq!(v(b"private/a.txt", ip("::ffff:10.1.2.3")), serve);
@@ -436,7 +493,7 @@ mod tests {
         // Rules without such keys need no address.
         let plain = Rules::new(vec![rule("/**", Some("no-cache"), None, "")]).unwrap();
         assert!(!plain.by_address());
-        assert_eq!(plain.check(b"a", None, b"/a", b""), serve);
+        assert_eq!(plain.check(b"a", &Asked::default()), serve);
     }
 
     #[test]
@@ -494,16 +551,16 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            rules.check(b"old/a", None, b"/old/a", b""),
+            rules.check(b"old/a", &at(b"/old/a")),
             Verdict::Redirect(301, "https://old.example/old/a".into())
         );
         // The last matching rule's redirect answers.
         assert_eq!(
-            rules.check(b"old/moved/a", None, b"/old//moved/a", b""),
+            rules.check(b"old/moved/a", &at(b"/old//moved/a")),
             Verdict::Redirect(302, "/new/".into())
         );
         assert_eq!(
-            rules.check(b"new/a", None, b"/new/a", b""),
+            rules.check(b"new/a", &at(b"/new/a")),
             Verdict::Serve { fallback: None }
         );
     }
@@ -523,13 +580,13 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            rules.check(b"admin/users/7", None, b"/admin/users/7", b""),
+            rules.check(b"admin/users/7", &at(b"/admin/users/7")),
             Verdict::Serve {
                 fallback: fb("admin/index.html").as_ref()
             }
         );
         assert_eq!(
-            rules.check(b"about", None, b"/about", b""),
+            rules.check(b"about", &at(b"/about")),
             Verdict::Serve {
                 fallback: fb("index.html").as_ref()
             }

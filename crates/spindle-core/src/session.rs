@@ -444,14 +444,17 @@ impl Session {
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
             Ok(resolved) => {
-                let raw_path = path::target_path(&req.target).unwrap_or(b"/");
-                let query = req
-                    .target
-                    .iter()
-                    .position(|&b| b == b'?')
-                    .map_or(&b""[..], |i| &req.target[i + 1..]);
-                let client = self.client.map(|a| a.ip());
-                let answer = match cfg.rules.check(&resolved.rel, client, raw_path, query) {
+                let asked = crate::rules::Asked {
+                    client: self.client.map(|a| a.ip()),
+                    raw_path: path::target_path(&req.target).unwrap_or(b"/"),
+                    query: req
+                        .target
+                        .iter()
+                        .position(|&b| b == b'?')
+                        .map_or(&b""[..], |i| &req.target[i + 1..]),
+                    referer: req.referer.as_deref(),
+                };
+                let answer = match cfg.rules.check(&resolved.rel, &asked) {
                     Verdict::Serve { fallback } => {
                         self.fallback = fallback.cloned();
                         None

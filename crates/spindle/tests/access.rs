@@ -399,3 +399,75 @@ fn a_bad_fallback_stops_the_start() {
         startup_error(&["--rule", &format!("/x/**; fallback={f}")], "fallback");
     }
 }
+
+const REFERERS: &str = r#"
+[[rules]]
+match = "/private/**"
+referers = ["none", "*.example.org", "site.test/gallery/"]
+
+[[rules]]
+match = "/open/**"
+referers = ["blocked"]
+"#;
+
+#[test]
+fn referers_on_every_backend() {
+    let (root, toml) = access_root("referers", REFERERS);
+    for b in backends() {
+        let srv = Server::start(&b, &root.dir, &["--config", toml.to_str().unwrap()]);
+        for (path, referer, want) in [
+            ("/private/a.txt", None, 200),
+            ("/private/a.txt", Some("https://www.example.org/page"), 200),
+            ("/private/a.txt", Some("http://A.EXAMPLE.ORG:8080/"), 200),
+            (
+                "/private/a.txt",
+                Some("https://site.test/gallery/x.html"),
+                200,
+            ),
+            ("/private/a.txt", Some("https://site.test/other/"), 403),
+            ("/private/a.txt", Some("https://example.org/"), 403),
+            (
+                "/private/a.txt",
+                Some("https://www.example.org@evil.test/"),
+                403,
+            ),
+            ("/private/a.txt", Some("https://evil.test/"), 403),
+            ("/private/a.txt", Some("XXXXXXXXXXXXXXXXXXXX"), 403),
+            ("/%70rivate/a.txt", Some("https://evil.test/"), 403),
+            ("/open/a.txt", Some("XXXXXXXXXXXXXXXXXXXX"), 200),
+            ("/open/a.txt", None, 403),
+            ("/open/a.txt", Some("https://www.example.org/"), 403),
+            ("/page.txt", Some("https://evil.test/"), 200),
+        ] {
+            let field = referer.map_or(String::new(), |r| format!("Referer: {r}\r\n"));
+            let r = request(
+                &srv,
+                &format!("GET {path} HTTP/1.1\r\nHost: t\r\n{field}\r\n"),
+            );
+            assert_eq!(r.status, want, "{b} {path} {referer:?}");
+        }
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-e"])
+            .arg("https://evil.test/")
+            .arg(srv.url("/private/a.txt"))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "403", "{b}");
+    }
+}
+
+#[test]
+fn a_bad_referer_list_stops_the_start() {
+    for (rule, needle) in [
+        ("/x/**; referers=server_names", "server_names"),
+        ("/x/**; referers=~google", "regular expressions"),
+        ("/x/**; referers=http://example.org/", "host name"),
+        ("/x/**; referers=", "host name"),
+    ] {
+        startup_error(&["--rule", rule], needle);
+    }
+    let root = DocRoot::new(false);
+    let toml = root.dir.join("../referers-empty.toml");
+    std::fs::write(&toml, "[[rules]]\nmatch = \"/x/**\"\nreferers = []\n").unwrap();
+    startup_error(&["--config", toml.to_str().unwrap()], "empty list");
+}

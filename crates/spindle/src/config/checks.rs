@@ -126,11 +126,13 @@ pub(super) fn hosts(entries: Vec<(Vec<String>, PathBuf)>) -> Result<Vec<VirtualH
 }
 
 /// Reads `--rule "GLOB; cache-control=V; content-type=V; header=N: V;
-/// allow=CIDR,CIDR; deny=CIDR; redirect=STATUS TARGET; fallback=PATH"`:
+/// allow=CIDR,CIDR; deny=CIDR; redirect=STATUS TARGET; fallback=PATH;
+/// referers=none,*.example.org"`:
 /// the glob, then `key=value` items split at the `;` before a known key (a
 /// header value may hold `;` itself).
 pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
-    const KEYS: [&str; 7] = [
+    const KEYS: [&str; 8] = [
+        "referers=",
         "cache-control=",
         "content-type=",
         "header=",
@@ -162,6 +164,7 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
         deny: Vec::new(),
         redirect: None,
         fallback: None,
+        referers: None,
     };
     let list = |v: &str| {
         v.split(',')
@@ -176,6 +179,8 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.deny.extend(list(v));
         } else if let Some(v) = item.strip_prefix("redirect=") {
             e.redirect = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("referers=") {
+            e.referers.get_or_insert_with(Vec::new).extend(list(v));
         } else if let Some(v) = item.strip_prefix("fallback=") {
             e.fallback = Some(v.to_string());
         } else if let Some(v) = item.strip_prefix("cache-control=") {
@@ -186,7 +191,7 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.headers.push(v.to_string());
         } else {
             return Err(format!(
-                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback",
+                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback, referers",
                 arg.escape_debug().to_string()
             ));
         }
@@ -233,6 +238,12 @@ pub(super) fn rules(entries: Vec<RuleEntry>) -> Result<spindle_core::rules::Rule
                 .as_deref()
                 .map(|f| fallback(&what, f))
                 .transpose()?,
+            referers: e
+                .referers
+                .as_deref()
+                .map(spindle_core::access::Referers::parse)
+                .transpose()
+                .map_err(|err| format!("{what}: {err}"))?,
             pattern: e.pattern,
         });
     }

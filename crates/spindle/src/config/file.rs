@@ -91,6 +91,7 @@ pub(super) struct RuleEntry {
     pub(super) deny: Vec<String>,
     pub(super) redirect: Option<String>,
     pub(super) fallback: Option<String>,
+    pub(super) referers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
