@@ -1,5 +1,8 @@
 //! Checks of a request's own fields that `[[rules]]` may ask for (see
-//! [`crate::rules::Rules::check`]): `referers`, nginx's `valid_referers`.
+//! [`crate::rules::Rules::check`]): `referers`, nginx's `valid_referers`;
+//! and `secure-link`, signed links that expire.
+
+use base64::Engine;
 
 /// Most entries in one `referers` list.
 pub const MAX_REFERERS: usize = 64;
@@ -141,6 +144,81 @@ impl Referers {
     }
 }
 
+/// The length of an HMAC-SHA256, and of its unpadded base64url form.
+const SIG_LEN: usize = 32;
+const SIG_B64_LEN: usize = 43;
+
+/// Most digits in `expires` (every 19-digit number fits a `u64`).
+const MAX_EXPIRES_DIGITS: usize = 19;
+
+/// A `secure-link` secret: a request must carry `?expires=UNIX&sig=SIG`,
+/// SIG being the HMAC-SHA256 keyed with the secret over the path as rules
+/// see it (decoded and normalised, a directory's as `/dir/index.html`),
+/// a newline and `expires` as written, in unpadded base64url.
+#[derive(Debug, Clone)]
+pub struct SecureLink {
+    key: ring::hmac::Key,
+}
+
+impl SecureLink {
+    /// The key from a secret file's contents: its final newline is not
+    /// part of the secret. An empty secret is an error.
+    pub fn new(file: &[u8]) -> Result<SecureLink, String> {
+        let secret = file.strip_suffix(b"\n").unwrap_or(file);
+        if secret.is_empty() {
+            return Err("the secret is empty".into());
+        }
+        Ok(SecureLink {
+            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret),
+        })
+    }
+
+    /// Checks a request for `path` (with its leading `/`) with `query`
+    /// (without `?`) at `now` (Unix seconds): `Err(403)` when `expires` or
+    /// `sig` is missing, malformed or does not match (compared in
+    /// constant time), `Err(410)` for a good signature whose time has
+    /// passed. The first `expires` and `sig` parameters count.
+    pub fn verify(&self, path: &[u8], query: &[u8], now: u64) -> Result<(), u16> {
+        let param = |name: &[u8]| {
+            query.split(|&b| b == b'&').find_map(|p| {
+                p.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix(b"="))
+            })
+        };
+        let (Some(expires), Some(sig)) = (param(b"expires"), param(b"sig")) else {
+            return Err(403);
+        };
+        if expires.is_empty()
+            || expires.len() > MAX_EXPIRES_DIGITS
+            || !expires.iter().all(u8::is_ascii_digit)
+            || sig.len() != SIG_B64_LEN
+        {
+            return Err(403);
+        }
+        let mut mac = [0u8; SIG_LEN + 2];
+        match base64::engine::general_purpose::URL_SAFE_NO_PAD.decode_slice(sig, &mut mac) {
+            Ok(SIG_LEN) => {}
+            _ => return Err(403),
+        }
+        let mut msg = Vec::with_capacity(path.len() + 1 + expires.len());
+        msg.extend_from_slice(path);
+        msg.push(b'\n');
+        msg.extend_from_slice(expires);
+        if ring::hmac::verify(&self.key, &msg, &mac[..SIG_LEN]).is_err() {
+            return Err(403);
+        }
+        // Only digits, at most 19 of them: this cannot fail.
+        let expires: u64 = std::str::from_utf8(expires)
+            .ok()
+            .and_then(|e| e.parse().ok())
+            .ok_or(403u16)?;
+        if expires < now {
+            return Err(410);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +276,78 @@ mod tests {
             let e = Referers::parse(&list).unwrap_err();
             assert!(e.contains(needle) && !e.contains('\n'), "{list:?}: {e}");
         }
+    }
+
+    /// The signature a link needs, as the README's openssl line makes it.
+    fn sign(secret: &[u8], path: &str, expires: &str) -> String {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+        let tag = ring::hmac::sign(&key, format!("{path}\n{expires}").as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref())
+    }
+
+    #[test]
+    fn secure_links() {
+        let link = SecureLink::new(b"s3cret\n").unwrap();
+        let now = 1_800_000_000;
+        let sig = sign(b"s3cret", "/v/a.mp4", "1800000100");
+        let q = |s: &str| link.verify(b"/v/a.mp4", s.as_bytes(), now);
+        assert_eq!(q(&format!("expires=1800000100&sig={sig}")), Ok(()));
+        assert_eq!(q(&format!("sig={sig}&x=1&expires=1800000100")), Ok(()));
+        // Only the final newline is not part of the secret.
+        let other = SecureLink::new(b"s3cret\n\n").unwrap();
+        assert_eq!(
+            other.verify(
+                b"/v/a.mp4",
+                format!("expires=1800000100&sig={sig}").as_bytes(),
+                now
+            ),
+            Err(403)
+        );
+        // Another path, another time, a missing part: 403.
+        assert_eq!(
+            link.verify(
+                b"/v/b.mp4",
+                format!("expires=1800000100&sig={sig}").as_bytes(),
+                now
+            ),
+            Err(403)
+        );
+        assert_eq!(q(&format!("expires=1800000101&sig={sig}")), Err(403));
+        assert_eq!(q(&format!("sig={sig}")), Err(403));
+        assert_eq!(q("expires=1800000100"), Err(403));
+        assert_eq!(q(""), Err(403));
+        // Wrong length, padding, a byte outside base64url, a number that
+        // is not one.
+        assert_eq!(
+            q(&format!("expires=1800000100&sig={}", &sig[..42])),
+            Err(403)
+        );
+        assert_eq!(q(&format!("expires=1800000100&sig={sig}=")), Err(403));
+        assert_eq!(
+            q(&format!("expires=1800000100&sig={}A", &sig[..42])),
+            Err(403)
+        );
+        let plus = sig.replace('-', "+").replace('_', "/");
+        if plus != sig {
+            assert_eq!(q(&format!("expires=1800000100&sig={plus}")), Err(403));
+        }
+        for e in [
+            "",
+            "-1",
+            "+1800000100",
+            "18e8",
+            "1800000100.0",
+            "99999999999999999999",
+        ] {
+            let s = sign(b"s3cret", "/v/a.mp4", e);
+            assert_eq!(q(&format!("expires={e}&sig={s}")), Err(403), "{e:?}");
+        }
+        // Signed but past: 410; far future: fine.
+        let old = sign(b"s3cret", "/v/a.mp4", "1799999999");
+        assert_eq!(q(&format!("expires=1799999999&sig={old}")), Err(410));
+        let far = sign(b"s3cret", "/v/a.mp4", "9999999999999999999");
+        assert_eq!(q(&format!("expires=9999999999999999999&sig={far}")), Ok(()));
+        assert!(SecureLink::new(b"\n").is_err());
+        assert!(SecureLink::new(b"").is_err());
     }
 }

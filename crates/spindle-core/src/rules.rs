@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::access::Referers;
+use crate::access::{Referers, SecureLink};
 use crate::proxy::Cidr;
 
 /// Most rules in one configuration.
@@ -44,6 +44,8 @@ pub struct Rule {
     pub fallback: Option<CString>,
     /// The `Referer` values that may fetch (`referers`).
     pub referers: Option<Referers>,
+    /// Only signed links that have not expired may fetch (`secure-link`).
+    pub secure_link: Option<SecureLink>,
 }
 
 impl Rule {
@@ -55,6 +57,7 @@ impl Rule {
             || self.redirect.is_some()
             || self.fallback.is_some()
             || self.referers.is_some()
+            || self.secure_link.is_some()
     }
 }
 
@@ -272,7 +275,8 @@ impl Rules {
 
     /// What the rules for `rel_path` (as for [`Rules::apply`]) decide
     /// for the request `asked`. Every matching rule's refusals are checked
-    /// (addresses, then `referers`; any refusal refuses); then the last
+    /// (addresses, `referers`, then `secure-link`: 403, or 410 for a signed
+    /// link past its time; any refusal refuses); then the last
     /// matching `redirect` answers; else the file is looked for, with the
     /// last matching `fallback`.
     pub fn check(&self, rel_path: &[u8], asked: &Asked) -> Verdict<'_> {
@@ -303,6 +307,14 @@ impl Rules {
             if let Some(refs) = &r.referers {
                 if !refs.allows(asked.referer) {
                     return Verdict::Refuse(403);
+                }
+            }
+            if let Some(link) = &r.secure_link {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                if let Err(status) = link.verify(&p, asked.query, now) {
+                    return Verdict::Refuse(status);
                 }
             }
             if r.redirect.is_some() {

@@ -430,16 +430,10 @@ impl Session {
                 self.respond_error(cfg, 400, false, announce, head_only, &[])
             }
             Err(PathError::Hidden) => {
-                if let Some(page) = cfg.error_page(404) {
-                    self.current_keep_alive = keep_alive;
-                    self.current = Some(req);
-                    self.state = State::AwaitOpen;
-                    self.error_page = Some(404);
-                    return Step::Open(OpenRequest {
-                        path: page.clone(),
-                        root: self.root,
-                    });
-                }
+                let req = match self.open_error_page(cfg, req, 404, keep_alive) {
+                    Ok(step) => return step,
+                    Err(req) => req,
+                };
                 self.last_req = Some(req);
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
@@ -463,6 +457,14 @@ impl Session {
                     Verdict::Redirect(status, location) => Some((status, Some(location))),
                 };
                 if let Some((status, location)) = answer {
+                    // A refusal with a configured page (403): the page.
+                    let req = match location {
+                        Some(_) => req,
+                        None => match self.open_error_page(cfg, req, status, keep_alive) {
+                            Ok(step) => return step,
+                            Err(req) => req,
+                        },
+                    };
                     self.last_req = Some(req);
                     let field;
                     let extra: &[(&str, &str)] = match &location {
@@ -486,6 +488,28 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// Opens the configured page of error `status` in answer to `req`, if
+    /// there is one; else gives `req` back.
+    fn open_error_page(
+        &mut self,
+        cfg: &SessionConfig,
+        req: Box<Request>,
+        status: u16,
+        keep_alive: bool,
+    ) -> Result<Step, Box<Request>> {
+        let Some(page) = cfg.error_page(status) else {
+            return Err(req);
+        };
+        self.current_keep_alive = keep_alive;
+        self.current = Some(req);
+        self.state = State::AwaitOpen;
+        self.error_page = Some(status);
+        Ok(Step::Open(OpenRequest {
+            path: page.clone(),
+            root: self.root,
+        }))
     }
 
     /// The driver's answer to [`Step::Open`]: the response to transmit

@@ -765,6 +765,25 @@ fn address_rules_refuse_before_opening() {
 }
 
 #[test]
+fn a_refusal_opens_the_configured_page() {
+    let cfg = SessionConfig {
+        error_pages: vec![(403, CString::new("errors/403.html").unwrap())],
+        ..with_rules(vec![private_rule()])
+    };
+    let mut s = Session::new();
+    s.set_peer(Some("192.0.2.1:5".parse().unwrap()));
+    s.feed(b"GET /private/a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    let Step::Open(o) = s.next(&cfg) else {
+        panic!("the page is opened")
+    };
+    assert_eq!(o.path.as_bytes(), b"errors/403.html");
+    let Step::Respond(r) = s.opened(&cfg, &o, Ok(meta(7))) else {
+        panic!("respond expected")
+    };
+    assert_eq!((r.status, r.body_len), (403, 7));
+}
+
+#[test]
 fn redirect_answers_before_any_open() {
     let cfg = with_rules(vec![crate::rules::Rule {
         pattern: "/old/**".into(),

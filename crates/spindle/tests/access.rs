@@ -145,7 +145,9 @@ fn a_bad_address_block_stops_the_start() {
         "not an address block",
     );
     let root = DocRoot::new(false);
-    let toml = root.dir.join("../access-bad.toml");
+    let toml = root
+        .dir
+        .join(format!("../access-bad-{}.toml", std::process::id()));
     std::fs::write(
         &toml,
         "[[rules]]\nmatch = \"/x/**\"\ndeny = [\"300.0.0.0/8\"]\n",
@@ -467,7 +469,153 @@ fn a_bad_referer_list_stops_the_start() {
         startup_error(&["--rule", rule], needle);
     }
     let root = DocRoot::new(false);
-    let toml = root.dir.join("../referers-empty.toml");
+    let toml = root
+        .dir
+        .join(format!("../referers-empty-{}.toml", std::process::id()));
     std::fs::write(&toml, "[[rules]]\nmatch = \"/x/**\"\nreferers = []\n").unwrap();
     startup_error(&["--config", toml.to_str().unwrap()], "empty list");
+}
+
+/// The README's recipe: the signature of `path` until `expires`, made by
+/// `openssl dgst -hmac` with the secret file's text. `None` without
+/// openssl.
+fn openssl_sig(secret_file: &std::path::Path, path: &str, expires: &str) -> Option<String> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(
+            "printf '%s\\n%s' \"$1\" \"$2\" | openssl dgst -sha256 -hmac \"$(cat \"$3\")\" -binary | openssl base64 -A | tr '+/' '-_' | tr -d '='",
+        )
+        .args(["sh", path, expires])
+        .arg(secret_file)
+        .output()
+        .ok()?;
+    let sig = String::from_utf8(out.stdout).ok()?;
+    (out.status.success() && sig.len() == 43).then_some(sig)
+}
+
+#[test]
+fn secure_links_on_every_backend() {
+    let toml_text = |secret: &std::path::Path| {
+        format!(
+            "[[rules]]\nmatch = \"/private/**\"\nsecure-link = {:?}\n",
+            secret.to_str().unwrap()
+        )
+    };
+    let (root, toml) = access_root("secure-link", "");
+    let secret = root
+        .dir
+        .join(format!("../secure-link-{}.key", std::process::id()));
+    std::fs::write(&secret, "correct horse battery\n").unwrap();
+    std::fs::write(&toml, toml_text(&secret)).unwrap();
+    let Some(probe) = openssl_sig(&secret, "/x", "1") else {
+        test_skip::skip_or_fail("openssl is not installed: it makes the README's signed links");
+        return;
+    };
+    assert_eq!(probe.len(), 43);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let future = (now + 3600).to_string();
+    let past = (now - 10).to_string();
+    let sig = |path: &str, expires: &str| openssl_sig(&secret, path, expires).unwrap();
+    let good = sig("/private/a.txt", &future);
+    let dir = sig("/private/index.html", &future);
+    let old = sig("/private/a.txt", &past);
+    let far = sig("/private/a.txt", "9999999999999999999");
+    let long = sig("/private/a.txt", "99999999999999999999");
+    let nan = sig("/private/a.txt", "soon");
+    for b in backends() {
+        let srv = Server::start(&b, &root.dir, &["--config", toml.to_str().unwrap()]);
+        for (target, want) in [
+            (format!("/private/a.txt?expires={future}&sig={good}"), 200),
+            // The path as rules see it: decoded and normalised.
+            (
+                format!("//%70rivate/./a.txt?sig={good}&expires={future}"),
+                200,
+            ),
+            (format!("/private/?expires={future}&sig={dir}"), 200),
+            (
+                format!("/private/a.txt?expires={future}&sig={good}&x=1"),
+                200,
+            ),
+            ("/private/a.txt".to_string(), 403),
+            (format!("/private/a.txt?expires={future}"), 403),
+            (format!("/private/a.txt?sig={good}"), 403),
+            (
+                format!("/private/index.html?expires={future}&sig={good}"),
+                403,
+            ),
+            (format!("/private/a.txt?expires={now}&sig={good}"), 403),
+            (
+                format!("/private/a.txt?expires={future}&sig={}", &good[..42]),
+                403,
+            ),
+            (format!("/private/a.txt?expires={future}&sig={good}A"), 403),
+            (format!("/private/a.txt?expires={future}&sig={good}="), 403),
+            (
+                format!("/private/a.txt?expires={future}&sig=%{}", &good[1..]),
+                403,
+            ),
+            (format!("/private/a.txt?expires={past}&sig={old}"), 410),
+            (
+                format!("/private/a.txt?expires=9999999999999999999&sig={far}"),
+                200,
+            ),
+            (
+                format!("/private/a.txt?expires=99999999999999999999&sig={long}"),
+                403,
+            ),
+            (format!("/private/a.txt?expires=soon&sig={nan}"), 403),
+            ("/page.txt".to_string(), 200),
+        ] {
+            let r = request(&srv, &format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n"));
+            assert_eq!(r.status, want, "{b} {target}");
+        }
+        // A 410's status line, and curl's view of a link.
+        let r = request(
+            &srv,
+            &format!("HEAD /private/a.txt?expires={past}&sig={old} HTTP/1.1\r\nHost: t\r\n\r\n"),
+        );
+        assert_eq!((r.status, r.closes()), (410, false), "{b}");
+        assert_eq!(
+            curl_status(&srv.url(&format!("/private/a.txt?expires={future}&sig={good}"))),
+            "200",
+            "{b}"
+        );
+        assert_eq!(
+            curl_status(&srv.url(&format!("/private/a.txt?expires={past}&sig={old}"))),
+            "410",
+            "{b}"
+        );
+    }
+    // SIGHUP reads the secret again: links made with the old one stop.
+    let srv = Server::start("io-uring", &root.dir, &["--config", toml.to_str().unwrap()]);
+    let link = format!("/private/a.txt?expires={future}&sig={good}");
+    assert_eq!(status_of(&srv, &link), 200);
+    std::fs::write(&secret, "a new secret\n").unwrap();
+    rewrite_and_hup(&srv, &toml, &toml_text(&secret));
+    until(&srv, || status_of(&srv, &link) == 403);
+    let new = sig("/private/a.txt", &future);
+    assert_eq!(
+        status_of(&srv, &format!("/private/a.txt?expires={future}&sig={new}")),
+        200
+    );
+}
+
+#[test]
+fn a_bad_secure_link_stops_the_start() {
+    startup_error(
+        &["--rule", "/x/**; secure-link=/no/such/secret"],
+        "secure-link /no/such/secret",
+    );
+    let root = DocRoot::new(false);
+    let empty = root
+        .dir
+        .join(format!("../secure-link-empty-{}.key", std::process::id()));
+    std::fs::write(&empty, "\n").unwrap();
+    startup_error(
+        &["--rule", &format!("/x/**; secure-link={}", empty.display())],
+        "the secret is empty",
+    );
 }

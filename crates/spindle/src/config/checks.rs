@@ -127,11 +127,12 @@ pub(super) fn hosts(entries: Vec<(Vec<String>, PathBuf)>) -> Result<Vec<VirtualH
 
 /// Reads `--rule "GLOB; cache-control=V; content-type=V; header=N: V;
 /// allow=CIDR,CIDR; deny=CIDR; redirect=STATUS TARGET; fallback=PATH;
-/// referers=none,*.example.org"`:
+/// referers=none,*.example.org; secure-link=PATH"`:
 /// the glob, then `key=value` items split at the `;` before a known key (a
 /// header value may hold `;` itself).
 pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
-    const KEYS: [&str; 8] = [
+    const KEYS: [&str; 9] = [
+        "secure-link=",
         "referers=",
         "cache-control=",
         "content-type=",
@@ -165,6 +166,7 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
         redirect: None,
         fallback: None,
         referers: None,
+        secure_link: None,
     };
     let list = |v: &str| {
         v.split(',')
@@ -179,6 +181,8 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.deny.extend(list(v));
         } else if let Some(v) = item.strip_prefix("redirect=") {
             e.redirect = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("secure-link=") {
+            e.secure_link = Some(v.into());
         } else if let Some(v) = item.strip_prefix("referers=") {
             e.referers.get_or_insert_with(Vec::new).extend(list(v));
         } else if let Some(v) = item.strip_prefix("fallback=") {
@@ -191,7 +195,7 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.headers.push(v.to_string());
         } else {
             return Err(format!(
-                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback, referers",
+                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback, referers, secure-link",
                 arg.escape_debug().to_string()
             ));
         }
@@ -244,6 +248,16 @@ pub(super) fn rules(entries: Vec<RuleEntry>) -> Result<spindle_core::rules::Rule
                 .map(spindle_core::access::Referers::parse)
                 .transpose()
                 .map_err(|err| format!("{what}: {err}"))?,
+            secure_link: e
+                .secure_link
+                .as_deref()
+                .map(|path| {
+                    std::fs::read(path)
+                        .map_err(|err| err.to_string())
+                        .and_then(|secret| spindle_core::access::SecureLink::new(&secret))
+                        .map_err(|err| format!("{what}: secure-link {}: {err}", path.display()))
+                })
+                .transpose()?,
             pattern: e.pattern,
         });
     }

@@ -92,6 +92,7 @@ pub(super) struct RuleEntry {
     pub(super) redirect: Option<String>,
     pub(super) fallback: Option<String>,
     pub(super) referers: Option<Vec<String>>,
+    pub(super) secure_link: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
