@@ -342,12 +342,7 @@ impl Worker {
         tx.read_want = want;
         tx.missed = true;
         let offset = tx.file_off - skip as u64;
-        let dst =
-            self.pool.bufs[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
-        let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
-            .offset(offset)
-            .build();
-        self.push_disk_read(slot, Op::Read, sqe);
+        self.read_into(slot, Op::Read, file, b, offset, len);
     }
 
     /// Sends the body by `sendfile` from the page cache, chunk by chunk,
