@@ -11,6 +11,8 @@
 //!
 //! Map:
 //! - [`limits`]: every bound, named.
+//! - [`h2`]: HTTP/2 (RFC 9113, HPACK): frames, header compression and the
+//!   connection state machine, driven like [`Session`] but per stream.
 //! - [`request`]: request-line and header parsing (httparse), framing of
 //!   bodies, and the request-level checks (Host, method, version).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
@@ -31,6 +33,7 @@
 pub mod accesslog;
 pub mod date;
 pub mod encoding;
+pub mod h2;
 pub mod limits;
 pub mod listing;
 pub mod path;
