@@ -737,7 +737,7 @@ impl H2Conn {
         end_headers: bool,
         self_dependent: bool,
     ) {
-        if id % 2 == 0 {
+        if id & 1 == 0 {
             // §5.1.1: clients use odd stream ids.
             return self.conn_error(ErrorCode::ProtocolError);
         }

@@ -116,10 +116,13 @@ pub enum HpackError {
     Huffman,
 }
 
+/// A table entry: name and value.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// The decoder's dynamic table (§2.3.2): newest entry first.
 #[derive(Debug, Default)]
 struct Table {
-    entries: VecDeque<(Box<[u8]>, Box<[u8]>)>,
+    entries: VecDeque<Entry>,
     size: usize,
     max: usize,
 }
