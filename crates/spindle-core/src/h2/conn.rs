@@ -93,6 +93,15 @@ const RECENTLY_CLOSED: usize = 64;
 const DEFAULT_URGENCY: u8 = 3;
 const MAX_URGENCY: u8 = 7;
 
+/// A WINDOW_UPDATE opening less than this counts against
+/// [`FloodLimits::window_updates`]; larger ones open room for real work.
+pub const SMALL_WINDOW_INCREMENT: u32 = 1024;
+
+/// `out`, the header block buffer and the HPACK encoding buffer keep at
+/// most this much capacity once emptied, so an idle connection holds
+/// little.
+const KEEP_CAPACITY: usize = 4096;
+
 /// The length of the budget windows in [`FloodLimits`].
 const FLOOD_WINDOW_MS: u64 = 1000;
 
@@ -109,6 +118,7 @@ pub struct FloodLimits {
     pub pings: u32,
     /// DATA frames with no payload and no END_STREAM.
     pub empty_data: u32,
+    /// WINDOW_UPDATE frames opening less than [`SMALL_WINDOW_INCREMENT`].
     pub window_updates: u32,
     pub priorities: u32,
 }
@@ -192,14 +202,14 @@ pub enum Event {
 }
 
 /// A stream's state (§5.1), open ones only: a closed stream leaves the
-/// map.
+/// map. There is no "half-closed (local)": when our response ends before
+/// the client's request body, we reset the stream with NO_ERROR (§8.1),
+/// as the body would only be dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Open,
     /// The client's END_STREAM came; we still send.
     HalfClosedRemote,
-    /// Our END_STREAM went; the client still sends its body.
-    HalfClosedLocal,
 }
 
 #[derive(Debug)]
@@ -430,6 +440,9 @@ impl H2Conn {
         if self.out_start == self.out.len() {
             self.out.clear();
             self.out_start = 0;
+            if self.out.capacity() > KEEP_CAPACITY {
+                self.out = Vec::new();
+            }
         } else if self.out_start > OUT_HIGH_WATER {
             self.out.drain(..self.out_start);
             self.out_start = 0;
@@ -449,7 +462,10 @@ impl H2Conn {
     /// Bytes the connection holds besides its fixed size (buffers and
     /// the HPACK table), for a check that it stays bounded.
     pub fn buffered(&self) -> usize {
-        self.out.capacity() + self.block.capacity() + self.hpack.table_size()
+        self.out.capacity()
+            + self.block.capacity()
+            + self.scratch.capacity()
+            + self.hpack.table_size()
     }
 
     /// Sends a response's HEADERS (status and fields; names are
@@ -470,7 +486,6 @@ impl H2Conn {
             return false;
         };
         assert!(!s.headers_sent, "stream {stream_id}: HEADERS twice");
-        assert!(s.state != State::HalfClosedLocal);
         s.headers_sent = true;
         s.body_pending = !end_stream;
         self.scratch.clear();
@@ -485,6 +500,9 @@ impl H2Conn {
             end_stream,
             self.peer_max_frame_size,
         );
+        if self.scratch.capacity() > KEEP_CAPACITY {
+            self.scratch = Vec::new();
+        }
         if end_stream {
             self.local_end(stream_id);
         }
@@ -637,10 +655,12 @@ impl H2Conn {
                 if stream_id > self.max_client_stream {
                     return self.conn_error(ErrorCode::ProtocolError);
                 }
-                if let Some(s) = self.streams.remove(&stream_id) {
+                // Every open stream's response is unfinished: a reset
+                // of one is what rapid reset repeats.
+                if self.streams.remove(&stream_id).is_some() {
                     self.events.push_back(Event::StreamReset { stream_id });
                     self.remember(stream_id, Closed::Other);
-                    if s.state != State::HalfClosedLocal && self.spend(Flood::Resets) {
+                    if self.spend(Flood::Resets) {
                         self.maybe_done();
                     }
                 }
@@ -802,7 +822,7 @@ impl H2Conn {
         );
         self.block = block;
         self.block.clear();
-        if self.block.capacity() > MIN_MAX_FRAME_SIZE as usize {
+        if self.block.capacity() > KEEP_CAPACITY {
             self.block = Vec::new();
         }
         let fits = match decoded {
@@ -884,7 +904,9 @@ impl H2Conn {
     }
 
     fn on_window_update(&mut self, id: u32, increment: u32) {
-        if !self.spend(Flood::WindowUpdates) {
+        // A client reading fast sends many updates, each opening room for
+        // a frame or more: only the small ones count against the budget.
+        if increment < SMALL_WINDOW_INCREMENT && !self.spend(Flood::WindowUpdates) {
             return;
         }
         if id == 0 {
@@ -939,33 +961,20 @@ impl H2Conn {
     /// The client's END_STREAM.
     fn remote_end(&mut self, id: u32) {
         let s = self.streams.get_mut(&id).expect("an open stream");
-        match s.state {
-            State::Open => s.state = State::HalfClosedRemote,
-            State::HalfClosedLocal => {
-                self.streams.remove(&id);
-                self.remember(id, Closed::Other);
-                self.maybe_done();
-            }
-            State::HalfClosedRemote => unreachable!("END_STREAM twice on {id}"),
-        }
+        assert_eq!(s.state, State::Open, "END_STREAM twice on {id}");
+        s.state = State::HalfClosedRemote;
     }
 
     /// Our END_STREAM.
     fn local_end(&mut self, id: u32) {
-        let s = self.streams.get_mut(&id).expect("an open stream");
-        match s.state {
-            State::HalfClosedRemote => {
-                self.streams.remove(&id);
-                self.remember(id, Closed::Other);
-            }
-            State::Open => {
-                // §8.1: the response is complete before the request's
-                // body: tell the client to stop sending it.
-                self.streams.remove(&id);
-                put_rst_stream(&mut self.out, id, ErrorCode::NoError);
-                self.remember(id, Closed::ByUs);
-            }
-            State::HalfClosedLocal => unreachable!("END_STREAM twice on {id}"),
+        let s = self.streams.remove(&id).expect("an open stream");
+        if s.state == State::Open {
+            // §8.1: the response is complete before the request's body:
+            // tell the client to stop sending it.
+            put_rst_stream(&mut self.out, id, ErrorCode::NoError);
+            self.remember(id, Closed::ByUs);
+        } else {
+            self.remember(id, Closed::Other);
         }
         self.maybe_done();
     }

@@ -1136,3 +1136,27 @@ fn feed_holds_back_input_while_out_is_full() {
     assert!(c2.out().len() <= OUT_HIGH_WATER + 17 + 64);
     assert_eq!(c.feed(&b, 0), b.len());
 }
+
+#[test]
+fn an_idle_connection_keeps_little() {
+    let mut t = T::new();
+    let big = "v".repeat(120);
+    let fields: Vec<(&str, &str)> = (0..100).map(|_| ("x-big", big.as_str())).collect();
+    let mut b = get("/");
+    b.extend(block(&fields));
+    t.send(&raw(kind::HEADERS, flag::END_STREAM, 1, &b[..10_000]));
+    t.send(&raw(kind::CONTINUATION, flag::END_HEADERS, 1, &b[10_000..]));
+    t.requests();
+    t.c.send_headers(1, 200, &[(b"x-big", &[b'v'; 40_000])], true);
+    t.frames();
+    assert!(
+        t.c.buffered() <= 3 * KEEP_CAPACITY + DEFAULT_HEADER_TABLE_SIZE as usize,
+        "{} bytes buffered",
+        t.c.buffered()
+    );
+    assert!(
+        std::mem::size_of::<H2Conn>() <= 1024,
+        "{}",
+        std::mem::size_of::<H2Conn>()
+    );
+}
