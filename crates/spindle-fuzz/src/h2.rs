@@ -142,7 +142,9 @@ pub fn h2(data: &[u8]) {
             world = xorshift(world);
             let len = 1 + world as usize % budget;
             let end = world & (1 << 20) != 0;
-            let h = c.data_frame(id, len, end);
+            let h = c
+                .data_frame(id, len, end)
+                .expect("the stream next_sendable named takes DATA");
             data_sent += len as u64;
             assert!(data_sent <= window_limit, "DATA past the connection window");
             let mut f = h.to_vec();

@@ -527,8 +527,14 @@ impl H2Conn {
     /// returns the 9-byte frame header. The driver writes `out` first,
     /// then this header and then exactly `len` bytes of the body.
     /// `len` is at most [`H2Conn::data_budget`]; with `end_stream` the
-    /// body is done (`len` may then be 0).
-    pub fn data_frame(&mut self, stream_id: u32, len: usize, end_stream: bool) -> [u8; HEADER_LEN] {
+    /// body is done (`len` may then be 0). None, and nothing to write,
+    /// when the stream is gone (reset, or the connection closed).
+    pub fn data_frame(
+        &mut self,
+        stream_id: u32,
+        len: usize,
+        end_stream: bool,
+    ) -> Option<[u8; HEADER_LEN]> {
         let budget = self.data_budget(stream_id);
         assert!(
             len <= budget,
@@ -538,17 +544,20 @@ impl H2Conn {
             len > 0 || end_stream,
             "an empty DATA frame that ends nothing"
         );
+        if self.is_closed() {
+            return None;
+        }
         let s = self
             .streams
             .get_mut(&stream_id)
-            .expect("a stream with budget");
+            .filter(|s| s.body_pending)?;
         s.send_window -= len as i64;
         self.conn_send_window -= len as i64;
         if end_stream {
             s.body_pending = false;
             self.local_end(stream_id);
         }
-        frame::data_header(stream_id, len as u32, end_stream)
+        Some(frame::data_header(stream_id, len as u32, end_stream))
     }
 
     /// A stream with body to send and window to send it, chosen fairly:
@@ -837,6 +846,9 @@ impl H2Conn {
                 self.remember(id, Closed::ByUs);
                 self.spend(Flood::Resets);
             }
+            // The driver ended or reset the stream while its trailers
+            // were still arriving.
+            BlockFor::Trailers if !self.streams.contains_key(&id) => {}
             BlockFor::Trailers => {
                 let bad = !fits
                     || fields.iter().any(|(n, _)| n.first() == Some(&b':'))

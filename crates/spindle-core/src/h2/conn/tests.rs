@@ -591,7 +591,7 @@ fn s6_9_1_data_honours_the_clients_windows() {
     assert_eq!(t.c.data_budget(1), 1);
     assert_eq!(t.c.next_sendable(), Some(1));
     let h = t.c.data_frame(1, 1, false);
-    assert_eq!(h, frame::data_header(1, 1, false));
+    assert_eq!(h, Some(frame::data_header(1, 1, false)));
     assert_eq!(t.c.data_budget(1), 0);
     assert_eq!(t.c.next_sendable(), None);
     t.events();
@@ -965,6 +965,27 @@ fn a_reset_stream_takes_no_response() {
     assert!(!t.c.send_headers(1, 200, &[], false));
     assert_eq!(t.c.data_budget(1), 0);
     assert!(t.frames().is_empty());
+    // Nor the end of a body already under way.
+    t.send(&headers(3, &get("/"), true));
+    t.c.send_headers(3, 200, &[], false);
+    t.send(&rst(3, 8));
+    assert_eq!(t.c.data_frame(3, 0, true), None);
+}
+
+#[test]
+fn trailers_arriving_as_the_driver_ends_the_stream_are_dropped() {
+    let mut t = T::new();
+    t.send(&headers(1, &get("/"), false));
+    let trailers = block(&[("x-t", "1")]);
+    t.send(&raw(kind::HEADERS, flag::END_STREAM, 1, &trailers[..2]));
+    t.c.send_headers(1, 200, &[], true);
+    t.send(&raw(
+        kind::CONTINUATION,
+        flag::END_HEADERS,
+        1,
+        &trailers[2..],
+    ));
+    t.alive();
 }
 
 #[test]
