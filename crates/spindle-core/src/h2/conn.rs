@@ -584,6 +584,20 @@ impl H2Conn {
         Some(id)
     }
 
+    /// Bodies wait and no window lets any of them move: what a driver's
+    /// send timeout watches (a client that never opens its window).
+    pub fn window_stalled(&self) -> bool {
+        let waiting = self.streams.values().filter(|s| s.body_pending);
+        let mut any = false;
+        for s in waiting {
+            any = true;
+            if s.send_window > 0 && self.conn_send_window > 0 {
+                return false;
+            }
+        }
+        any
+    }
+
     /// Resets one stream (RST_STREAM with `code`), e.g. when its file
     /// cannot be read after its HEADERS went out.
     pub fn reset(&mut self, stream_id: u32, code: ErrorCode) {

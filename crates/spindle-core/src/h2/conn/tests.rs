@@ -286,6 +286,25 @@ fn s4_3_a_bad_header_block_is_compression_error() {
     t.goaway(ErrorCode::CompressionError);
 }
 
+/// h2spec's HPACK cases, each through a connection.
+#[test]
+fn hpack_errors_are_compression_errors() {
+    let size_update_after_a_field: Vec<u8> = [&get("/")[..], &[0x20]].concat();
+    for bad in [
+        vec![0xbe],                                     // 2.3.3: past both tables
+        vec![0x3f, 0xe2, 0x1f],                         // 4.2: a table over ours
+        vec![0x00, 0x84, 0xff, 0xff, 0xff, 0xff, 0x00], // 5.2: EOS
+        vec![0x00, 0x81, 0x18, 0x00],                   // 5.2: padding not ones
+        vec![0x00, 0x82, 0x1f, 0xff, 0x00],             // 5.2: padding over 7 bits
+        vec![0x80],                                     // 6.1: index 0
+        size_update_after_a_field,                      // 6.3
+    ] {
+        let mut t = T::new();
+        t.send(&headers(1, &bad, true));
+        t.goaway(ErrorCode::CompressionError);
+    }
+}
+
 #[test]
 fn s4_3_no_other_frame_inside_a_header_block() {
     for other in [
@@ -594,9 +613,11 @@ fn s6_9_1_data_honours_the_clients_windows() {
     assert_eq!(h, Some(frame::data_header(1, 1, false)));
     assert_eq!(t.c.data_budget(1), 0);
     assert_eq!(t.c.next_sendable(), None);
+    assert!(t.c.window_stalled());
     t.events();
     t.send(&window_update(1, 100_000));
     assert_eq!(t.events(), vec![Event::WindowOpened]);
+    assert!(!t.c.window_stalled());
     // Now the connection's 65,535 (less the byte sent) and the frame
     // size bound it.
     assert_eq!(t.c.data_budget(1), 16_384);
