@@ -37,6 +37,7 @@ use super::frame::{
     MAX_WINDOW, MIN_MAX_FRAME_SIZE,
 };
 use super::hpack::{self, Decoder};
+use crate::limits;
 
 /// The client connection preface (§3.4).
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -179,7 +180,10 @@ pub struct Request {
     /// of NUL, CR, LF and surrounding whitespace. `cookie` may come in
     /// several fields (§8.2.3): join them with "; ".
     pub headers: Vec<(String, Vec<u8>)>,
-    /// No body follows (any body is read and dropped here).
+    /// No body follows. A body is read and dropped here: one up to
+    /// `limits::MAX_DISCARD_BODY` before the request is handed out (then
+    /// this is true), a larger one while the response goes out (reset
+    /// with NO_ERROR when the response ends first).
     pub end_stream: bool,
     /// RFC 9218 urgency from the `priority` field, 0 (first) to 7.
     pub urgency: u8,
@@ -202,9 +206,11 @@ pub enum Event {
 }
 
 /// A stream's state (§5.1), open ones only: a closed stream leaves the
-/// map. There is no "half-closed (local)": when our response ends before
-/// the client's request body, we reset the stream with NO_ERROR (§8.1),
-/// as the body would only be dropped.
+/// map. There is no "half-closed (local)": a response that ends before
+/// the request's body resets the stream with NO_ERROR (§8.1, as nginx
+/// does), since the rest of the body would only be dropped. A body up to
+/// `limits::MAX_DISCARD_BODY` is read (and dropped) before the request is
+/// handed out, so that case needs a body larger than that.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Open,
@@ -229,6 +235,9 @@ struct Stream {
     urgency: u8,
     content_length: Option<u64>,
     received: u64,
+    /// The request, held back until its body ends or passes
+    /// `limits::MAX_DISCARD_BODY`; None once handed out.
+    held: Option<Box<Request>>,
 }
 
 /// How a remembered stream was closed.
@@ -482,7 +491,11 @@ impl H2Conn {
         if self.is_closed() {
             return false;
         }
-        let Some(s) = self.streams.get_mut(&stream_id) else {
+        let Some(s) = self
+            .streams
+            .get_mut(&stream_id)
+            .filter(|s| s.held.is_none())
+        else {
             return false;
         };
         assert!(!s.headers_sent, "stream {stream_id}: HEADERS twice");
@@ -680,8 +693,10 @@ impl H2Conn {
                 }
                 // Every open stream's response is unfinished: a reset
                 // of one is what rapid reset repeats.
-                if self.streams.remove(&stream_id).is_some() {
-                    self.events.push_back(Event::StreamReset { stream_id });
+                if let Some(s) = self.streams.remove(&stream_id) {
+                    if s.held.is_none() {
+                        self.events.push_back(Event::StreamReset { stream_id });
+                    }
                     self.remember(stream_id, Closed::Other);
                     if self.spend(Flood::Resets) {
                         self.maybe_done();
@@ -760,6 +775,12 @@ impl H2Conn {
             // §8.1.1: content-length disagrees with the DATA.
             return self.stream_error(id, ErrorCode::ProtocolError);
         }
+        if s.held.is_some() && (end_stream || s.received > limits::MAX_DISCARD_BODY) {
+            let mut req = s.held.take().expect("held");
+            req.end_stream = end_stream;
+            self.events.push_back(Event::Request(*req));
+        }
+        let s = self.streams.get_mut(&id).expect("the stream");
         if end_stream {
             self.remote_end(id);
         } else {
@@ -872,6 +893,11 @@ impl H2Conn {
                 if bad {
                     self.stream_error(id, ErrorCode::ProtocolError);
                 } else {
+                    let s = self.streams.get_mut(&id).expect("checked above");
+                    if let Some(mut req) = s.held.take() {
+                        req.end_stream = true;
+                        self.events.push_back(Event::Request(*req));
+                    }
                     self.remote_end(id);
                 }
             }
@@ -882,6 +908,18 @@ impl H2Conn {
                     if cl_bad {
                         return self.stream_error(id, ErrorCode::ProtocolError);
                     }
+                    // A small body is read before the request is handed
+                    // out (as HTTP/1.1's session does), so the answer
+                    // never races the upload.
+                    let hold = !end_stream
+                        && content_length.is_none_or(|cl| cl <= limits::MAX_DISCARD_BODY);
+                    let urgency = req.urgency;
+                    let held = if hold {
+                        Some(Box::new(req))
+                    } else {
+                        self.events.push_back(Event::Request(req));
+                        None
+                    };
                     self.streams.insert(
                         id,
                         Stream {
@@ -895,13 +933,13 @@ impl H2Conn {
                             recv_unacked: 0,
                             headers_sent: false,
                             body_pending: false,
-                            urgency: req.urgency,
+                            urgency,
                             content_length,
                             received: 0,
+                            held,
                         },
                     );
                     debug_assert!(self.streams.len() <= self.cfg.max_concurrent_streams as usize);
-                    self.events.push_back(Event::Request(req));
                 }
                 Err(Reject::Connect) => self.refuse(id, 405, end_stream),
                 Err(Reject::Malformed) => self.stream_error(id, ErrorCode::ProtocolError),
@@ -995,8 +1033,8 @@ impl H2Conn {
     fn local_end(&mut self, id: u32) {
         let s = self.streams.remove(&id).expect("an open stream");
         if s.state == State::Open {
-            // §8.1: the response is complete before the request's body:
-            // tell the client to stop sending it.
+            // §8.1: the response is complete before the request's body
+            // (one over MAX_DISCARD_BODY): the client may stop sending it.
             put_rst_stream(&mut self.out, id, ErrorCode::NoError);
             self.remember(id, Closed::ByUs);
         } else {
@@ -1017,7 +1055,7 @@ impl H2Conn {
     }
 
     fn stream_error(&mut self, id: u32, code: ErrorCode) {
-        if self.streams.remove(&id).is_some() {
+        if self.streams.remove(&id).is_some_and(|s| s.held.is_none()) {
             self.events.push_back(Event::StreamReset { stream_id: id });
         }
         put_rst_stream(&mut self.out, id, code);

@@ -351,7 +351,7 @@ fn s5_1_half_closed_remote_data_and_headers_are_stream_closed() {
 #[test]
 fn s5_1_after_the_clients_reset_data_is_stream_closed_and_headers_ends_it() {
     let mut t = T::new();
-    t.send(&headers(1, &get("/"), false));
+    t.send(&headers(1, &get("/"), true));
     t.send(&rst(1, 8));
     assert!(t.events().contains(&Event::StreamReset { stream_id: 1 }));
     t.send(&data(1, b"x", false));
@@ -1010,13 +1010,46 @@ fn trailers_arriving_as_the_driver_ends_the_stream_are_dropped() {
 }
 
 #[test]
-fn a_response_before_the_request_body_ends_resets_with_no_error() {
+fn a_small_body_is_read_before_the_request_is_handed_out() {
     let mut t = T::new();
     t.send(&headers(1, &get("/"), false));
+    assert!(t.requests().is_empty(), "held until its body ends");
+    assert!(!t.c.send_headers(1, 200, &[], true), "not the driver's yet");
+    t.send(&data(1, &[0; 1000], false));
+    assert!(t.requests().is_empty());
+    t.send(&data(1, b"end", true));
+    let r = t.requests();
+    assert_eq!((r.len(), r[0].end_stream), (1, true));
+    // A reset while held: the driver never hears of it.
+    t.send(&headers(3, &get("/"), false));
+    t.send(&rst(3, 8));
+    assert_eq!(t.events(), vec![]);
+    // Trailers end a held body too.
+    t.send(&headers(5, &get("/"), false));
+    t.send(&data(5, b"x", false));
+    t.send(&headers(5, &block(&[("x-t", "1")]), true));
+    assert_eq!(t.requests().len(), 1);
+}
+
+#[test]
+fn a_large_body_is_reset_with_no_error_when_the_response_ends_first() {
+    let mut t = T::new();
+    let cl = block(&[M, S, P, ("content-length", "1000000")]);
+    t.send(&headers(1, &cl, false));
+    assert_eq!(t.requests().len(), 1, "over MAX_DISCARD_BODY: at once");
     t.c.send_headers(1, 405, &[], true);
     t.reset(1, ErrorCode::NoError);
-    t.send(&data(1, b"more body", true));
+    t.send(&data(1, &[0; 16_000], false));
     t.alive();
+    // Without a content-length: handed out once it passes the limit.
+    t.send(&headers(3, &get("/"), false));
+    for _ in 0..4 {
+        t.send(&data(3, &[0; 16_384], false));
+    }
+    assert!(t.requests().is_empty());
+    t.send(&data(3, &[0; 16_384], false));
+    let r = t.requests();
+    assert_eq!((r.len(), r[0].end_stream), (1, false));
 }
 
 #[test]
