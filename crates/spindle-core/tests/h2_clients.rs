@@ -291,4 +291,25 @@ fn h2load_gets_every_request_answered() {
         out.contains("requests: 20000 total, 20000 started, 20000 done, 20000 succeeded, 0 failed, 0 errored"),
         "{out}"
     );
+    // Large bodies, many at once, through small client windows (64 KiB
+    // per stream, 1 MiB per connection): flow control and the scheduler
+    // under load.
+    let out = run(Command::new("h2load").args([
+        "-n",
+        "64",
+        "-c",
+        "2",
+        "-m",
+        "16",
+        "-w",
+        "16",
+        "-W",
+        "20",
+        &format!("{url}/1000000"),
+    ]));
+    assert!(
+        out.contains("requests: 64 total, 64 started, 64 done, 64 succeeded, 0 failed, 0 errored"),
+        "{out}"
+    );
+    assert!(out.contains("traffic: 61.0"), "64 MB of bodies: {out}");
 }

@@ -52,7 +52,7 @@ pub fn h2(data: &[u8]) {
             header_table_size: 256,
             max_continuation_frames: 2,
             max_header_block: 400,
-            flood: conn::FloodLimits {
+            flood: spindle_core::h2::FloodLimits {
                 resets: 3,
                 settings: 3,
                 pings: 3,

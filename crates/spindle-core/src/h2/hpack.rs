@@ -105,7 +105,7 @@ pub const STATIC_TABLE: [(&str, &str); 61] = [
 pub enum HpackError {
     /// The block ends inside a representation.
     Truncated,
-    /// An integer over [`MAX_INT`].
+    /// An integer over 2^32 - 1.
     IntegerTooLarge,
     /// Index 0, or past the end of both tables.
     BadIndex,

@@ -6,14 +6,23 @@
 //!   frames a server sends.
 //! - [`hpack`] (with `huffman`): RFC 7541's decoder and a response
 //!   encoder.
+//! - [`settings`]: [`H2Settings`], our limits and advertised settings,
+//!   and the flood budgets, each default named.
+//! - `request`: a request's header block checked and turned into a
+//!   [`Request`].
 //! - [`conn`]: [`H2Conn`], one connection: preface, SETTINGS, streams and
 //!   their states, flow control, limits on hostile clients, and the send
-//!   side (HEADERS, DATA frame headers, a fair scheduler).
+//!   side (HEADERS, DATA frame headers, a fair scheduler); `conn/recv.rs`
+//!   is what each received frame does.
 
 pub mod conn;
 pub mod frame;
 pub mod hpack;
 mod huffman;
+mod request;
+pub mod settings;
 
-pub use conn::{Event, H2Conn, H2Settings, Request};
+pub use conn::{Event, H2Conn};
 pub use frame::ErrorCode;
+pub use request::Request;
+pub use settings::{FloodLimits, H2Settings};
