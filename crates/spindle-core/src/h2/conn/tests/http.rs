@@ -467,3 +467,19 @@ fn an_idle_connection_keeps_little() {
         std::mem::size_of::<H2Conn>()
     );
 }
+
+#[test]
+fn data_frames_grow_to_the_clients_max_frame_size() {
+    let mut t = T::new();
+    t.send(&settings(&[
+        (setting::MAX_FRAME_SIZE, 100_000),
+        (setting::INITIAL_WINDOW_SIZE, 1 << 20),
+    ]));
+    t.send(&window_update(0, 1 << 20));
+    t.send(&headers(1, &get("/"), true));
+    t.c.send_headers(1, 200, &[], false);
+    assert_eq!(t.c.data_budget(1), 100_000);
+    // Our own limit on what we accept is unchanged.
+    t.send(&data(1, &[0; 16_385], false));
+    t.goaway(ErrorCode::FrameSizeError);
+}
