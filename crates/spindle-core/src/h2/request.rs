@@ -90,7 +90,9 @@ pub(super) fn request(
         if name.is_empty() || !name.iter().all(|&b| is_token(b) && !b.is_ascii_uppercase()) {
             return Err(Reject::Malformed);
         }
-        if CONNECTION_SPECIFIC.contains(&&name[..]) || (name == b"te" && value != b"trailers") {
+        if CONNECTION_SPECIFIC.contains(&&name[..])
+            || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers"))
+        {
             return Err(Reject::Malformed);
         }
         if name == b"content-length" {
@@ -111,6 +113,13 @@ pub(super) fn request(
         headers.push((name, value));
     }
     let method = method.ok_or(Reject::Malformed)?;
+    // §8.3.1: a Host that names another authority than :authority.
+    let host = headers.iter().find(|(n, _)| n == "host").map(|(_, v)| v);
+    if let (Some(a), Some(h)) = (&authority, host) {
+        if !a.as_bytes().eq_ignore_ascii_case(h) {
+            return Err(Reject::Malformed);
+        }
+    }
     if method == "CONNECT" {
         return Err(Reject::Connect);
     }

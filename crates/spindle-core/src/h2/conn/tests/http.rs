@@ -48,6 +48,22 @@ fn s8_1_2_malformed_requests_are_stream_errors() {
     malformed(&[M, S, P, ("x", " padded")]);
     malformed(&[M, S, (":path", "relative")]);
     malformed(&[M, S, P, ("content-length", "12x")]);
+    malformed(&[M, S, P, (":authority", "a.example"), ("host", "b.example")]);
+}
+
+#[test]
+fn host_may_repeat_the_authority_and_te_may_say_trailers_in_any_case() {
+    let mut t = T::new();
+    let b = block(&[
+        M,
+        S,
+        P,
+        (":authority", "a.example"),
+        ("host", "A.example"),
+        ("te", "Trailers"),
+    ]);
+    t.send(&headers(1, &b, true));
+    assert_eq!(t.requests().len(), 1);
 }
 
 #[test]
