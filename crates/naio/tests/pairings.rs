@@ -158,7 +158,9 @@ fn veth_between_namespaces() {
     let pair = match NetnsPair::create() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("SKIPPED veth_between_namespaces: `ip netns` is not permitted here: {e:#}");
+            test_skip::skip_or_fail(format!(
+                "no veth pair between network namespaces (needs root and iproute2): {e:#}"
+            ));
             return;
         }
     };

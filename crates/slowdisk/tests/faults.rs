@@ -54,7 +54,7 @@ fn is_eio(r: std::io::Result<Vec<u8>>) -> bool {
 
 #[test]
 fn fail_file_gives_eio_and_other_files_read_fine() {
-    if common::skip("fail_file_gives_eio_and_other_files_read_fine") {
+    if common::skip() {
         return;
     }
     let s = Setup::new(|rels| FaultArgs {
@@ -78,7 +78,7 @@ fn fail_file_gives_eio_and_other_files_read_fine() {
 
 #[test]
 fn fail_rate_one_fails_every_read_and_zero_none() {
-    if common::skip("fail_rate_one_fails_every_read_and_zero_none") {
+    if common::skip() {
         return;
     }
     let s = Setup::new(|_| FaultArgs {
@@ -121,7 +121,7 @@ fn fail_rate_one_fails_every_read_and_zero_none() {
 
 #[test]
 fn hang_file_read_waits_while_other_files_read_at_once() {
-    if common::skip("hang_file_read_waits_while_other_files_read_at_once") {
+    if common::skip() {
         return;
     }
     const HANG: f64 = 2.0;
@@ -158,7 +158,7 @@ fn hang_file_read_waits_while_other_files_read_at_once() {
 
 #[test]
 fn stopping_with_a_hung_read_in_flight_unmounts_and_fails_the_read() {
-    if common::skip("stopping_with_a_hung_read_in_flight_unmounts_and_fails_the_read") {
+    if common::skip() {
         return;
     }
     // A hang far longer than the stop timeout: stopping must not wait for it.
@@ -189,7 +189,7 @@ fn stopping_with_a_hung_read_in_flight_unmounts_and_fails_the_read() {
 
 #[test]
 fn short_file_reads_return_fewer_bytes_than_asked() {
-    if common::skip("short_file_reads_return_fewer_bytes_than_asked") {
+    if common::skip() {
         return;
     }
     let s = Setup::new(|rels| FaultArgs {
@@ -223,7 +223,7 @@ fn short_file_reads_return_fewer_bytes_than_asked() {
 
 #[test]
 fn shrink_file_shrinks_once_a_read_reaches_the_threshold() {
-    if common::skip("shrink_file_shrinks_once_a_read_reaches_the_threshold") {
+    if common::skip() {
         return;
     }
     const AFTER: u64 = 40_000;

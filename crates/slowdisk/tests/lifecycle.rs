@@ -12,7 +12,7 @@ use slowdisk::{mounts, MountHandle, MountOptions};
 
 #[test]
 fn mirror_is_faithful_and_read_only() {
-    if common::skip("mirror_is_faithful_and_read_only") {
+    if common::skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -95,7 +95,7 @@ fn mirror_is_faithful_and_read_only() {
 
 #[test]
 fn stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start() {
-    if common::skip("stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start") {
+    if common::skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -141,7 +141,7 @@ fn stale_mount_of_a_killed_daemon_is_cleaned_at_the_next_start() {
 
 #[test]
 fn sigterm_with_files_open_still_unmounts_and_exits() {
-    if common::skip("sigterm_with_files_open_still_unmounts_and_exits") {
+    if common::skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -168,7 +168,7 @@ fn sigterm_with_files_open_still_unmounts_and_exits() {
 
 #[test]
 fn daemon_unmounts_when_its_parent_dies() {
-    if common::skip("daemon_unmounts_when_its_parent_dies") {
+    if common::skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -46,7 +46,7 @@ fn read_phase(
 
 #[test]
 fn random_100k_reads_at_1_and_32_readers() {
-    if common::skip("random_100k_reads_at_1_and_32_readers") {
+    if common::skip() {
         return;
     }
     let _g = common::serial();
@@ -153,7 +153,7 @@ fn read_all(path: &Path, want: &[u8]) -> usize {
 
 #[test]
 fn sequential_read_runs_at_mbps_per_stream() {
-    if common::skip("sequential_read_runs_at_mbps_per_stream") {
+    if common::skip() {
         return;
     }
     let _g = common::serial();

@@ -46,7 +46,7 @@ fn open_direct(path: &std::path::Path) -> std::fs::File {
 
 #[test]
 fn o_direct_bypasses_the_page_cache_and_aio_on_it_is_asynchronous() {
-    if common::skip("o_direct_bypasses_the_page_cache_and_aio_on_it_is_asynchronous") {
+    if common::skip() {
         return;
     }
     let _g = common::serial();
@@ -148,7 +148,7 @@ fn o_direct_bypasses_the_page_cache_and_aio_on_it_is_asynchronous() {
 #[test]
 fn io_uring_buffered_reads_on_the_mount_run_concurrently() {
     use io_uring::{opcode, types, IoUring};
-    if common::skip("io_uring_buffered_reads_on_the_mount_run_concurrently") {
+    if common::skip() {
         return;
     }
     let _g = common::serial();

@@ -38,7 +38,8 @@ pub struct CommonArgs {
     /// Server worker processes/threads (the same for every server).
     #[arg(long, default_value_t = 1)]
     pub workers: u32,
-    /// Small scale, one round, a few seconds per server: a smoke test of the harness.
+    /// Small scale, one round, a few seconds per server: a smoke test of the harness,
+    /// whose report says so and gives no ratios.
     #[arg(long)]
     pub quick: bool,
 }
@@ -370,6 +371,12 @@ pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
     put("non_200", Some(all - ok));
     if let Some(secs) = f("/seconds").filter(|s| *s > 0.0) {
         put("ok_fetches_per_sec", Some(ok / secs));
+    }
+    // Waves: fetches per slot of concurrency, the length rule's second
+    // measure (report::MIN_WAVES).
+    if let Some(p) = f("/config/parallel").filter(|p| *p > 0.0) {
+        put("parallel", Some(p));
+        put("waves", Some(all / p));
     }
     put("errors", f("/errors"));
     put("tls_full", f("/tls/full"));

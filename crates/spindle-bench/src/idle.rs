@@ -29,6 +29,9 @@ pub struct IdleArgs {
     pub parallel: u64,
 }
 
+/// Why `idle --quick` is a smoke test (its method line).
+const QUICK_IDLE: &str = "--quick holds 0 and 100 idle connections (the full run: up to 10,000) for 1 s per step: too few for idle connections to cost anything measurable, and rounds of 10 s in the full run already spread 21-40%, so a 1 s step orders nothing.";
+
 pub const COLUMNS: [Column; 8] = [
     col("req_per_sec", "req/s", 0),
     col("rss_mib", "server RSS MiB (max during run)", 1),
@@ -76,6 +79,9 @@ pub fn run(a: IdleArgs) -> Result<()> {
     report.baseline = c.baseline(&servers);
     report.primary = "req_per_sec".into();
     report.notes = notes;
+    if c.quick {
+        report.smoke_test(QUICK_IDLE);
+    }
     report.notes.push("a fresh server process group for every round, step and server: a step's RSS is that of a server that has held only that step's connections; each server runs its steps back to back (the bar is a ratio between steps of one server), in ascending order in odd rounds and descending in even ones, and the servers' order rotates from round to round, so that drift in the machine does not fall on one step or one server; RSS = sum of VmRSS over the server's processes, sampled every 100 ms during the run, max kept".into());
     let work = common::workdir(&c.out, "idle")?;
     let progress = Progress::new(

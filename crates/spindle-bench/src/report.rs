@@ -1,5 +1,10 @@
 //! Reports: JSON (every sample), Markdown (medians with min-max, ratios against the
 //! baseline) and SVG bar charts (plotters).
+//!
+//! Two rules keep a report from saying more than its runs measured: a
+//! `--quick` run is a smoke test (a notice above the tables, no ratio
+//! columns), and a sample too short to mean anything ([`MIN_SAMPLE_SECONDS`],
+//! [`MIN_WAVES`]) is marked in its table, whatever the flags.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +23,37 @@ pub struct Series {
     pub samples: Vec<BTreeMap<String, f64>>,
     pub medians: BTreeMap<String, f64>,
     pub failures: Vec<String>,
+    /// Samples too short to mean anything ([`Report::too_short`]).
+    pub short_samples: usize,
 }
+
+/// A sample that measured less than this is too short to mean anything.
+/// In the committed full runs (docs/results, a quiet machine), series
+/// whose samples lasted 2.4 s or more spread a median 12% between rounds
+/// (142 series), those under 1 s a median 21% (24 series, `large`'s
+/// single 700 MB downloads): as much as the gaps the experiments measure
+/// (spindle io-uring against the best peer: 0.89-1.38x), and one round of
+/// three reversed the order at one client. Length does not buy order on a
+/// busy machine: with the two cores shared by other builds (load average
+/// 5), `hot` samples spread 27-170% at 0.25 s, 23-109% at 1 s and
+/// 45-158% at 3 s (2026-11-26, 5 rounds); this is a floor, not a guarantee.
+pub const MIN_SAMPLE_SECONDS: f64 = 1.0;
+
+/// A sample that ended fewer fetches than this many times its concurrency
+/// (`waves`, see [`crate::common::load_metrics`]) is too short to mean
+/// anything, however long it lasted: its first wave carries the first
+/// accepts and opens and queues filling, its last the drain, and twenty
+/// waves keep those two under a tenth of the run. `cold --quick` (200
+/// fetches at -parallel 100: two waves) spread 43% (spindle io-uring) and
+/// 56% (nginx aio threads) between 5 rounds on the busy machine above, and
+/// the full run's samples (400 waves, a quiet machine) 8-17%.
+pub const MIN_WAVES: f64 = 20.0;
+
+/// Marks a row with a sample too short to mean anything.
+pub const SHORT_MARK: &str = "†";
+
+/// What a `--quick` report says above its tables (and on screen).
+pub const SMOKE_NOTICE: &str = "Smoke test (--quick): these numbers are not a comparison. The data set is small and each run short, so they do not order the servers as the full experiment does; the run checks that the harness and every server work. Run without --quick for numbers to quote.";
 
 /// A column of the Markdown table: metric key, header, decimals.
 pub struct Column {
@@ -56,6 +91,13 @@ pub struct Report {
     pub extra: BTreeMap<String, Value>,
     #[serde(skip)]
     pub extra_md: Vec<String>,
+    /// A `--quick` run: [`SMOKE_NOTICE`] above the tables, no ratio columns.
+    pub smoke_test: bool,
+    /// The method line: why this experiment's `--quick` is a smoke test.
+    pub method: String,
+    /// The length rule every sample is held to ([`MIN_SAMPLE_SECONDS`], [`MIN_WAVES`]).
+    pub min_sample_seconds: f64,
+    pub min_waves: f64,
 }
 
 impl Report {
@@ -75,7 +117,43 @@ impl Report {
             series: Vec::new(),
             extra: BTreeMap::new(),
             extra_md: Vec::new(),
+            smoke_test: false,
+            method: String::new(),
+            min_sample_seconds: MIN_SAMPLE_SECONDS,
+            min_waves: MIN_WAVES,
         }
+    }
+
+    /// Makes this report a smoke test, `why` in its method line, and prints
+    /// the notice.
+    pub fn smoke_test(&mut self, why: &str) {
+        self.smoke_test = true;
+        self.method = why.to_string();
+        self.announce();
+    }
+
+    /// Prints the smoke-test notice on screen, if this is one.
+    pub fn announce(&self) {
+        if self.smoke_test {
+            eprintln!("NOTICE: {SMOKE_NOTICE}");
+        }
+    }
+
+    /// Why `sample` is too short to mean anything, if it is: it measured
+    /// less than [`MIN_SAMPLE_SECONDS`], or ended fewer than [`MIN_WAVES`]
+    /// waves of fetches. A sample without `seconds` (or `waves`) is not
+    /// held to that part of the rule.
+    pub fn too_short(&self, sample: &BTreeMap<String, f64>) -> Option<String> {
+        let secs = sample.get("seconds").copied();
+        let waves = sample.get("waves").copied();
+        let mut why = Vec::new();
+        if let Some(s) = secs.filter(|s| *s < self.min_sample_seconds) {
+            why.push(format!("{s:.2} s"));
+        }
+        if let Some(w) = waves.filter(|w| *w < self.min_waves) {
+            why.push(format!("{w:.1} waves"));
+        }
+        (!why.is_empty()).then(|| why.join(", "))
     }
 
     /// Adds a sample (or a failure) to the series of (group, server).
@@ -93,11 +171,14 @@ impl Report {
                     samples: Vec::new(),
                     medians: BTreeMap::new(),
                     failures: Vec::new(),
+                    short_samples: 0,
                 });
                 self.series.len() - 1
             }
         };
+        let short = sample.as_ref().is_ok_and(|m| self.too_short(m).is_some());
         let s = &mut self.series[idx];
+        s.short_samples += usize::from(short);
         match sample {
             Ok(m) => s.samples.push(m),
             Err(e) => s.failures.push(format!("{e:#}")),
@@ -143,6 +224,11 @@ impl Report {
     pub fn markdown(&self, columns: &[Column], higher_is_better: bool) -> String {
         let m = &self.machine;
         let mut o = format!("# {}\n\n", self.title);
+        if self.smoke_test {
+            o.push_str(&format!(
+                "> **{SMOKE_NOTICE}** Why, for this experiment: the method line under the tables.\n\n"
+            ));
+        }
         o.push_str(&format!("Command: `{}`\n\n", self.command));
         o.push_str("| machine | |\n|---|---|\n");
         o.push_str(&format!("| date | {} |\n", m.date_utc));
@@ -186,22 +272,28 @@ impl Report {
             .find(|c| c.key == self.primary)
             .unwrap_or(&columns[0]);
         for g in self.groups() {
+            // A smoke test gives no ratios: its numbers are not a comparison.
+            let ratios = !self.smoke_test;
             o.push_str(&format!("## {g}\n\n"));
-            o.push_str(&format!(
-                "| server | {} median (min–max) | vs {} |",
-                primary.label, self.baseline
-            ));
-            if let Some(r) = &self.reference {
-                o.push_str(&format!(" vs {r} |"));
-            }
-            if self.vs_best_peer {
-                o.push_str(" vs best peer |");
+            o.push_str(&format!("| server | {} median (min–max) |", primary.label));
+            if ratios {
+                o.push_str(&format!(" vs {} |", self.baseline));
+                if let Some(r) = &self.reference {
+                    o.push_str(&format!(" vs {r} |"));
+                }
+                if self.vs_best_peer {
+                    o.push_str(" vs best peer |");
+                }
             }
             for c in columns.iter().filter(|c| c.key != primary.key) {
                 o.push_str(&format!(" {} |", c.label));
             }
-            o.push_str("\n|---|---:|---:|");
-            let extra = usize::from(self.reference.is_some()) + usize::from(self.vs_best_peer);
+            o.push_str("\n|---|---:|");
+            let extra = if ratios {
+                1 + usize::from(self.reference.is_some()) + usize::from(self.vs_best_peer)
+            } else {
+                0
+            };
             for _ in 0..extra {
                 o.push_str("---:|");
             }
@@ -213,27 +305,31 @@ impl Report {
             for s in self.series.iter().filter(|s| s.group == g) {
                 let p = match stats(&s.samples, primary.key) {
                     Some((med, lo, hi)) => format!(
-                        "{} ({}–{})",
+                        "{} ({}–{}){}",
                         fmt(med, primary.decimals),
                         fmt(lo, primary.decimals),
-                        fmt(hi, primary.decimals)
+                        fmt(hi, primary.decimals),
+                        if s.short_samples > 0 {
+                            format!(" {SHORT_MARK}")
+                        } else {
+                            String::new()
+                        }
                     ),
                     None => "failed".into(),
                 };
-                let ratio = match (s.medians.get(primary.key), base) {
-                    (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
-                    _ => "–".into(),
-                };
-                o.push_str(&format!("| {} | {p} | {ratio} |", s.server));
+                o.push_str(&format!("| {} | {p} |", s.server));
                 let frac = |b: Option<f64>| match (s.medians.get(primary.key), b) {
                     (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
                     _ => "–".into(),
                 };
-                if let Some(r) = &self.reference {
-                    o.push_str(&format!(" {} |", frac(self.median(&g, r, primary.key))));
-                }
-                if self.vs_best_peer {
-                    o.push_str(&format!(" {} |", frac(self.best_peer(&g, primary.key))));
+                if ratios {
+                    o.push_str(&format!(" {} |", frac(base)));
+                    if let Some(r) = &self.reference {
+                        o.push_str(&format!(" {} |", frac(self.median(&g, r, primary.key))));
+                    }
+                    if self.vs_best_peer {
+                        o.push_str(&format!(" {} |", frac(self.best_peer(&g, primary.key))));
+                    }
                 }
                 for c in columns.iter().filter(|c| c.key != primary.key) {
                     let v = s
@@ -245,6 +341,7 @@ impl Report {
                 }
                 o.push('\n');
             }
+            o.push_str(&self.short_footnote(&g));
             for s in self.series.iter().filter(|s| s.group == g) {
                 let bad = s.medians.get("non_200").copied().unwrap_or(0.0);
                 if bad > 0.0 {
@@ -273,18 +370,45 @@ impl Report {
         }
         let _ = higher_is_better;
         o.push_str(&format!(
-            "Medians over {} round(s), servers interleaved in each round; ratios are of medians.\n",
+            "Method: medians over {} round(s), servers interleaved in each round{}. {} A sample is too short to mean anything ({SHORT_MARK} in the tables) when it measured less than {} s or ended fewer than {} waves of fetches (fetches / -parallel): under that the spread between rounds on this machine outgrows the gaps between servers.\n",
             self.series
                 .iter()
                 .map(|s| s.samples.len())
                 .max()
-                .unwrap_or(0)
+                .unwrap_or(0),
+            if self.smoke_test { "" } else { "; ratios are of medians" },
+            self.method,
+            self.min_sample_seconds,
+            self.min_waves
         ));
         for e in &self.extra_md {
             o.push('\n');
             o.push_str(e);
         }
         o
+    }
+
+    /// The note under a group's table naming its samples too short to mean
+    /// anything, or nothing.
+    fn short_footnote(&self, group: &str) -> String {
+        let short: Vec<String> = self
+            .series
+            .iter()
+            .filter(|s| s.group == group && s.short_samples > 0)
+            .map(|s| {
+                let why: Vec<String> = s.samples.iter().filter_map(|m| self.too_short(m)).collect();
+                format!("{} ({})", s.server, why.join(" / "))
+            })
+            .collect();
+        if short.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n{SHORT_MARK} too short to mean anything (under {} s or {} waves of fetches): {}.\n",
+            self.min_sample_seconds,
+            self.min_waves,
+            short.join("; ")
+        )
     }
 
     /// Writes NAME.json, NAME.md and NAME.svg under `out`; returns the paths.
@@ -326,6 +450,7 @@ impl Report {
             })
             .collect();
         bar_chart(&svg, &self.title, ylabel, &groups)?;
+        self.announce();
         Ok(vec![json, md, svg])
     }
 }
@@ -459,4 +584,42 @@ pub fn bar_chart(
     }
     root.present().map_err(|e| anyhow::anyhow!("svg: {e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Report, MIN_SAMPLE_SECONDS, MIN_WAVES};
+    use std::collections::BTreeMap;
+
+    fn sample(seconds: f64, waves: Option<f64>) -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::from([("seconds".to_string(), seconds)]);
+        if let Some(w) = waves {
+            m.insert("waves".into(), w);
+        }
+        m
+    }
+
+    /// Either measure alone makes a sample short; a sample without `waves`
+    /// is held to its seconds only.
+    #[test]
+    fn length_rule() {
+        let r = Report::new(
+            "t",
+            "t",
+            crate::common::Machine::probe(std::path::Path::new("/")),
+            serde_json::json!({}),
+        );
+        let (s, w) = (MIN_SAMPLE_SECONDS, MIN_WAVES);
+        assert_eq!(r.too_short(&sample(s, Some(w))), None);
+        assert_eq!(r.too_short(&sample(10.0, None)), None);
+        assert_eq!(
+            r.too_short(&sample(0.09, Some(2.0))).as_deref(),
+            Some("0.09 s, 2.0 waves")
+        );
+        assert_eq!(
+            r.too_short(&sample(21.0, Some(2.0))).as_deref(),
+            Some("2.0 waves")
+        );
+        assert_eq!(r.too_short(&sample(0.4, None)).as_deref(), Some("0.40 s"));
+    }
 }

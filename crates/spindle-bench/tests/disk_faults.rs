@@ -174,9 +174,7 @@ fn hang(addr: SocketAddr, backend: &str, hung: &[u8], good: &[u8]) -> (Duration,
 
 #[test]
 fn every_backend_answers_disk_faults_without_losing_a_byte() {
-    let Some((_tmp, backing, mnt)) =
-        common::fuse_dirs("every_backend_answers_disk_faults_without_losing_a_byte")
-    else {
+    let Some((_tmp, backing, mnt)) = common::fuse_dirs() else {
         return;
     };
     let good = pattern(1, SMALL);

@@ -6,16 +6,14 @@
 
 mod common;
 
-use common::{is_root, EXE};
+use common::EXE;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
 fn async_backends_beat_sendfile_on_the_emulated_raid1() {
-    if !is_root() || !std::path::Path::new("/dev/fuse").exists() {
-        eprintln!(
-            "SKIPPED async_backends_beat_sendfile_on_the_emulated_raid1: needs root and /dev/fuse"
-        );
+    if let Some(why) = common::fuse_missing() {
+        test_skip::skip_or_fail(why);
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -173,9 +173,7 @@ fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool, t
 
 #[test]
 fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
-    let Some((_tmp, backing, mnt)) =
-        common::fuse_dirs("async_workers_answer_from_memory_while_a_download_waits_for_the_disk")
-    else {
+    let Some((_tmp, backing, mnt)) = common::fuse_dirs() else {
         return;
     };
     let big = pattern(BIG);

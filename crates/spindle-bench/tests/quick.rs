@@ -1,9 +1,11 @@
 //! `cold --quick`, `hot --quick` and `idle --quick` end to end against every spindle
 //! backend (and nginx and lighttpd when installed): the harness itself, not performance.
+//! A quick report says it is a smoke test and gives no ratios; a sample too short to
+//! mean anything is marked, whatever the flags.
 
 mod common;
 
-use common::{is_root, EXE};
+use common::EXE;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -38,6 +40,9 @@ fn check_outputs(out: &Path, name: &str, groups: usize) -> serde_json::Value {
         } else {
             let notes = json["notes"].to_string();
             assert!(notes.contains("skipped"), "missing {p} is noted: {notes}");
+            test_skip::skip_or_fail(format!(
+                "{p} is not installed: the harness is not checked with it (apt-get install {p})"
+            ));
         }
     }
     assert_eq!(
@@ -84,33 +89,115 @@ fn check_outputs(out: &Path, name: &str, groups: usize) -> serde_json::Value {
     json
 }
 
+/// Runs the harness, stderr captured; returns it, and fails on a failed run.
+fn run_bench(args: &[&str], data: &Path, out: &Path) -> String {
+    let o = Command::new(EXE)
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{args:?} exits 0: {err}");
+    err
+}
+
+/// The smoke-test rule on a `--quick` run's screen output, JSON and Markdown:
+/// the notice on screen and above the first table, the reason in the method
+/// line, no ratio column and no ratio anywhere in the tables.
+fn check_smoke_test(out: &Path, name: &str, screen: &str) {
+    const NOTICE: &str = "Smoke test (--quick): these numbers are not a comparison.";
+    assert!(
+        screen.contains(&format!("NOTICE: {NOTICE}")),
+        "{name}: notice on screen: {screen}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(json["smoke_test"], true, "{name}: smoke_test in the JSON");
+    let why = json["method"].as_str().unwrap();
+    assert!(
+        why.contains("--quick"),
+        "{name}: the method line says why: {why}"
+    );
+    let md = std::fs::read_to_string(out.join(format!("{name}.md"))).unwrap();
+    let notice = md.find(NOTICE).expect("the notice in the Markdown");
+    let first_table = md.find("\n## ").expect("a table");
+    assert!(
+        notice < first_table,
+        "{name}: the notice is above the tables"
+    );
+    assert!(
+        md.contains("Method: ") && md.contains(why),
+        "{name}: method line"
+    );
+    for line in md.lines().filter(|l| l.starts_with("| server |")) {
+        assert!(!line.contains("| vs "), "{name}: no ratio column: {line}");
+    }
+    for line in md[first_table..].lines().filter(|l| l.starts_with('|')) {
+        assert!(!line.contains('×'), "{name}: no ratio in a table: {line}");
+    }
+    assert!(
+        !md.contains("The bars"),
+        "{name}: no bars checked on a smoke test"
+    );
+}
+
+/// Every series of `name` has each sample marked too short, in the JSON and
+/// with the mark and its footnote in the Markdown.
+fn check_all_short(out: &Path, name: &str) {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap())
+            .unwrap();
+    let md = std::fs::read_to_string(out.join(format!("{name}.md"))).unwrap();
+    for s in json["series"].as_array().unwrap() {
+        let n = s["samples"].as_array().unwrap().len() as u64;
+        assert_eq!(
+            s["short_samples"].as_u64(),
+            Some(n),
+            "{name}: marked short: {s}"
+        );
+        let server = s["server"].as_str().unwrap();
+        assert!(
+            md.lines()
+                .any(|l| l.starts_with(&format!("| {server} | ")) && l.contains(" † |")),
+            "{name}: {server}'s row marked: {md}"
+        );
+    }
+    assert!(
+        md.contains("† too short to mean anything"),
+        "{name}: footnote"
+    );
+}
+
 #[test]
 fn quick_cold_and_hot_end_to_end() {
-    if !is_root() {
-        eprintln!("SKIPPED quick_cold_and_hot_end_to_end: needs root (cgroup, drop_caches)");
+    if !test_skip::is_root() {
+        test_skip::skip_or_fail("needs root (cgroup, drop_caches)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let out = tmp.path().join("out");
     let t0 = Instant::now();
-    let st = Command::new(EXE)
-        .args([
+    let screen = run_bench(
+        &[
             "cold",
             "--quick",
             "--servers",
             SERVERS,
             "--fio-seconds",
             "0.5",
-        ])
-        .arg("--data")
-        .arg(&data)
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cold --quick exits 0");
+        ],
+        &data,
+        &out,
+    );
     let cold = check_outputs(&out, "cold", 2);
+    check_smoke_test(&out, "cold", &screen);
+    // 200 fetches at -parallel 100: two waves.
+    check_all_short(&out, "cold");
     assert!(cold["machine"]["cgroup_limit"]
         .as_str()
         .unwrap()
@@ -120,18 +207,17 @@ fn quick_cold_and_hot_end_to_end() {
             cold["extra"]["fio"]["1"][0][1].as_f64().unwrap() > 0.0,
             "fio QD 1 measured"
         );
+    } else {
+        test_skip::skip_or_fail(
+            "fio is not installed: its rows are not checked (apt-get install fio)",
+        );
     }
     let cold_s = t0.elapsed();
-    let st = Command::new(EXE)
-        .args(["hot", "--quick", "--servers", SERVERS])
-        .arg("--data")
-        .arg(&data)
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success(), "hot --quick exits 0");
+    let screen = run_bench(&["hot", "--quick", "--servers", SERVERS], &data, &out);
     let hot = check_outputs(&out, "hot", 4);
+    check_smoke_test(&out, "hot", &screen);
+    // 0.5 s per sample.
+    check_all_short(&out, "hot");
     for s in hot["series"].as_array().unwrap() {
         assert!(
             s["samples"][0]["cpu_s_per_10k"].as_f64().unwrap() > 0.0,
@@ -149,17 +235,14 @@ fn quick_cold_and_hot_end_to_end() {
 fn quick_idle_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let st = Command::new(EXE)
-        .args(["idle", "--quick", "--servers", SERVERS])
-        .arg("--data")
-        .arg(tmp.path().join("data"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success(), "idle --quick exits 0");
+    let screen = run_bench(
+        &["idle", "--quick", "--servers", SERVERS],
+        &tmp.path().join("data"),
+        &out,
+    );
     // Two steps (0 and 100 idle connections), a fresh server for each.
     let idle = check_outputs(&out, "idle", 2);
+    check_smoke_test(&out, "idle", &screen);
     for s in idle["series"].as_array().unwrap() {
         let m = &s["samples"][0];
         assert_eq!(m["round"].as_f64(), Some(1.0), "{s}");
@@ -199,6 +282,61 @@ fn quick_idle_end_to_end() {
     for c in [&cells[4], &cells[5]] {
         assert!(c.parse::<f64>().unwrap() > 0.0, "{row}");
     }
+}
+
+/// The length rule holds whatever the flags: a full (not `--quick`) run with
+/// samples under a second is marked, and gives its ratios; the same run with
+/// two-second samples is not marked.
+#[test]
+fn short_samples_are_marked_whatever_the_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let run = |seconds: &str, out: &Path| -> (serde_json::Value, String) {
+        let screen = run_bench(
+            &[
+                "idle",
+                "--idle",
+                "0",
+                "--rounds",
+                "1",
+                "--servers",
+                "spindle-io-uring",
+                "--seconds",
+                seconds,
+            ],
+            &data,
+            out,
+        );
+        assert!(!screen.contains("NOTICE"), "not a smoke test: {screen}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("idle.json")).unwrap()).unwrap();
+        assert_eq!(json["smoke_test"], false);
+        let md = std::fs::read_to_string(out.join("idle.md")).unwrap();
+        assert!(
+            md.contains("| vs spindle-io-uring |"),
+            "a full run gives its ratio column: {md}"
+        );
+        (json, md)
+    };
+    let short = tmp.path().join("short");
+    let (json, md) = run("0.3", &short);
+    let s = &json["series"][0];
+    assert_eq!(s["short_samples"].as_u64(), Some(1), "{s}");
+    assert!(
+        md.contains("| spindle-io-uring | ") && md.contains(" † | 1.00× |"),
+        "the row is marked: {md}"
+    );
+    assert!(md.contains("† too short to mean anything"), "{md}");
+    let long = tmp.path().join("long");
+    let (json, md) = run("2", &long);
+    let s = &json["series"][0];
+    assert_eq!(s["short_samples"].as_u64(), Some(0), "{s}");
+    assert!(s["samples"][0]["seconds"].as_f64().unwrap() >= 1.0, "{s}");
+    assert!(s["samples"][0]["waves"].as_f64().unwrap() >= 20.0, "{s}");
+    assert!(
+        md.lines().all(|l| !l.starts_with('|') || !l.contains('†')) && !md.contains("† too short"),
+        "nothing marked: {md}"
+    );
 }
 
 #[test]

@@ -3,7 +3,32 @@
 
 use std::fmt::Write;
 
-use crate::session::LogInfo;
+/// What the access log needs of the last response.
+#[derive(Debug, Clone, Default)]
+pub struct LogInfo {
+    pub method: String,
+    pub target: Vec<u8>,
+    pub minor_version: u8,
+    pub status: u16,
+    pub referer: Option<Vec<u8>>,
+    pub user_agent: Option<Vec<u8>>,
+    /// The request came on an HTTP/2 stream (logged as `HTTP/2.0`).
+    pub http2: bool,
+}
+
+impl LogInfo {
+    fn protocol(&self) -> String {
+        if self.http2 {
+            "HTTP/2.0".to_string()
+        } else {
+            format!("HTTP/1.{}", self.minor_version)
+        }
+    }
+}
+
+/// Unix seconds to calendar fields ([`crate::date::civil`]), kept here
+/// for the error log, which formats its own times.
+pub use crate::date::civil;
 
 /// Formats one line, newline included. `unix_secs` is the time the
 /// response finished; `bytes` the body bytes sent.
@@ -24,7 +49,7 @@ pub fn format_line(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64) -> St
         escape(&mut s, info.method.as_bytes());
         s.push(' ');
         escape(&mut s, &info.target);
-        let _ = write!(s, " HTTP/1.{}", info.minor_version);
+        let _ = write!(s, " {}", info.protocol());
     }
     let _ = write!(s, "\" {} {} \"", info.status, bytes);
     escape(&mut s, info.referer.as_deref().unwrap_or(b"-"));
@@ -74,8 +99,9 @@ pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &T
     json_str(&mut s, &info.target);
     let _ = write!(
         s,
-        ",\"protocol\":\"HTTP/1.{}\",\"status\":{},\"bytes\":{bytes},\"referer\":",
-        info.minor_version, info.status
+        ",\"protocol\":\"{}\",\"status\":{},\"bytes\":{bytes},\"referer\":",
+        info.protocol(),
+        info.status
     );
     match &info.referer {
         Some(r) => json_str(&mut s, r),
@@ -133,24 +159,6 @@ fn escape(out: &mut String, v: &[u8]) {
     }
 }
 
-/// Unix seconds to (year, month, day, hour, minute, second), UTC (also
-/// for listings' dates and the server's error log).
-pub fn civil(t: i64) -> (i64, i64, i64, i64, i64, i64) {
-    let days = t.div_euclid(86_400);
-    let rem = t.rem_euclid(86_400);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,11 +172,17 @@ mod tests {
             status: 200,
             referer: None,
             user_agent: Some(b"curl/8".to_vec()),
+            http2: false,
         };
         assert_eq!(
             format_line("127.0.0.1", 971_211_336, &info, 2326),
             "127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] \"GET /a b\\x22 HTTP/1.1\" 200 2326 \"-\" \"curl/8\"\n"
         );
+        let h2 = LogInfo {
+            http2: true,
+            ..info
+        };
+        assert!(format_line("::1", 0, &h2, 1).contains("\"GET /a b\\x22 HTTP/2.0\" 200 1"));
         assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0));
     }
 
@@ -181,6 +195,7 @@ mod tests {
             status: 206,
             referer: None,
             user_agent: Some("curl/8 \u{e9}".as_bytes().to_vec()),
+            http2: false,
         };
         let t = Timing {
             request_us: 1234,

@@ -62,6 +62,24 @@ pub fn parse(value: &[u8]) -> Option<i64> {
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs() as i64)
 }
 
+/// Unix seconds to (year, month, day, hour, minute, second), UTC (also
+/// for listings' dates and the server's error log).
+pub fn civil(t: i64) -> (i64, i64, i64, i64, i64, i64) {
+    let days = t.div_euclid(86_400);
+    let rem = t.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

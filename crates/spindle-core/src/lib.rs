@@ -15,6 +15,9 @@
 //!   connection state machine, driven like [`Session`] but per stream.
 //! - [`request`]: request-line and header parsing (httparse), framing of
 //!   bodies, and the request-level checks (Host, method, version).
+//! - [`exchange`]: one HTTP/2 stream's request and response in the terms
+//!   of this HTTP/1.1 core.
+//! - [`file`]: what a driver learned of an opened path (`FileMeta`).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
 //! - [`rules`]: Cache-Control, header fields and Content-Type by path glob.
@@ -33,6 +36,8 @@
 pub mod accesslog;
 pub mod date;
 pub mod encoding;
+pub mod exchange;
+pub mod file;
 pub mod h2;
 pub mod limits;
 pub mod listing;

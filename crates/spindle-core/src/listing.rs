@@ -25,7 +25,7 @@
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
 
-use crate::response::FileKind;
+use crate::file::FileKind;
 
 /// Entries a listing holds at most: the driver stops reading there.
 pub const MAX_ENTRIES: usize = 200_000;
@@ -329,7 +329,7 @@ fn json_string(out: &mut String, s: &str) {
 
 /// `YYYY-MM-DD HH:MM` in UTC.
 fn utc(secs: i64) -> String {
-    let (y, m, d, h, mi, _) = crate::accesslog::civil(secs);
+    let (y, m, d, h, mi, _) = crate::date::civil(secs);
     format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}")
 }
 

@@ -5,48 +5,11 @@ use std::borrow::Cow;
 
 use crate::date;
 use crate::encoding::Encoding;
+pub use crate::file::{FileKind, FileMeta, Version};
 use crate::range::{etag_list_matches, if_range_matches};
 pub use crate::range::{parse_range, RangeResult};
 use crate::request::{Method, Request};
 use crate::rules::Applied;
-
-/// What a driver learned from `fstat` of an opened path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileMeta {
-    pub size: u64,
-    pub mtime_sec: i64,
-    pub mtime_nsec: u32,
-    pub ino: u64,
-    pub kind: FileKind,
-}
-
-/// What identifies one version of a file's contents for HTTP: the size and
-/// the modification time, as in the entity tag. A change that keeps both
-/// is invisible to caches and conditional requests as well.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Version {
-    pub size: u64,
-    pub mtime_sec: i64,
-    pub mtime_nsec: u32,
-}
-
-impl FileMeta {
-    pub fn version(&self) -> Version {
-        Version {
-            size: self.size,
-            mtime_sec: self.mtime_sec,
-            mtime_nsec: self.mtime_nsec,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    Regular,
-    Directory,
-    /// FIFOs, sockets, devices: never served.
-    Other,
-}
 
 /// A response, ready to transmit: `head` goes first, then `file` (a range
 /// of the file the driver opened for this request), if any.

@@ -26,6 +26,7 @@
 //! request: the client it names is then [`Session::client`]. A missing or
 //! malformed header closes the connection without an answer.
 
+pub use crate::accesslog::LogInfo;
 use std::ffi::CString;
 use std::net::SocketAddr;
 
@@ -50,17 +51,6 @@ enum State {
         keep_alive: bool,
     },
     Closed,
-}
-
-/// What the access log needs of the last response.
-#[derive(Debug, Clone, Default)]
-pub struct LogInfo {
-    pub method: String,
-    pub target: Vec<u8>,
-    pub minor_version: u8,
-    pub status: u16,
-    pub referer: Option<Vec<u8>>,
-    pub user_agent: Option<Vec<u8>>,
 }
 
 /// One connection's protocol state.
@@ -95,6 +85,9 @@ pub struct Session {
     over_limit: bool,
     /// The current request names a directory (its target ends in `/`).
     dir_request: bool,
+    /// One HTTP/2 stream's request ([`Session::for_stream`]): one
+    /// response, then closed; logged as `HTTP/2.0`.
+    stream: bool,
 }
 
 /// The header fields an error status carries: `Retry-After` on a 503 (a
@@ -156,6 +149,19 @@ impl Session {
             root: 0,
             over_limit: false,
             dir_request: false,
+            stream: false,
+        }
+    }
+
+    /// The session of one HTTP/2 stream (see [`crate::exchange`]): it is
+    /// fed one request written as an HTTP/1.1 head, answers it, and is
+    /// then closed. `client`: the connection's client behind a proxy, as
+    /// its connection's session learned it.
+    pub fn for_stream(client: Option<SocketAddr>) -> Session {
+        Session {
+            stream: true,
+            client,
+            ..Session::new()
         }
     }
 
@@ -261,16 +267,19 @@ impl Session {
                 status: self.last_status,
                 referer: r.referer.clone(),
                 user_agent: r.user_agent.clone(),
+                http2: self.stream,
             },
             (None, Some((method, target))) => LogInfo {
                 method: method.clone(),
                 target: target.clone(),
                 minor_version: 1,
                 status: self.last_status,
+                http2: self.stream,
                 ..LogInfo::default()
             },
             (None, None) => LogInfo {
                 status: self.last_status,
+                http2: self.stream,
                 ..LogInfo::default()
             },
         }
@@ -348,7 +357,8 @@ impl Session {
             Parsed::Complete(req) => req,
         };
         self.buf.drain(..req.head_len);
-        let mut keep_alive = req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
+        let mut keep_alive =
+            !self.stream && req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
         match req.body {
             BodyFraming::None => {}
             BodyFraming::Length(n) if n <= limits::MAX_DISCARD_BODY => {

@@ -345,88 +345,19 @@ impl Config {
         Config::merge(cli, parse_file(text, "(text)")?)
     }
 
-    fn merge(cli: Cli, file: FileConfig) -> Result<Config, String> {
-        let chunk_size = match (cli.chunk_size, file.chunk_size) {
-            (Some(c), _) => c,
-            (None, Some(SizeValue::Bytes(b))) => b,
-            (None, Some(SizeValue::Text(t))) => parse_size(&t)?,
-            (None, None) => DEFAULT_CHUNK_SIZE,
-        };
-        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&chunk_size) || chunk_size % 4096 != 0 {
-            return Err(format!(
-                "chunk-size must be a multiple of 4096 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, not {chunk_size}"
-            ));
-        }
-        let workers = cli
-            .workers
-            .or(file.workers)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
-        if !(1..=MAX_WORKERS).contains(&workers) {
-            return Err(format!(
-                "workers must be between 1 and {MAX_WORKERS}, not {workers}"
-            ));
-        }
-        let max_inflight = cli
-            .max_inflight
-            .or(file.max_inflight)
-            .unwrap_or(DEFAULT_MAX_INFLIGHT);
-        if !(1..=MAX_MAX_INFLIGHT).contains(&max_inflight) {
-            return Err(format!(
-                "max-inflight must be between 1 and {MAX_MAX_INFLIGHT}, not {max_inflight}"
-            ));
-        }
-        let io_threads = cli
-            .io_threads
-            .or(file.io_threads)
-            .unwrap_or(DEFAULT_IO_THREADS);
-        if !(1..=MAX_WORKERS).contains(&io_threads) {
-            return Err(format!(
-                "io-threads must be between 1 and {MAX_WORKERS}, not {io_threads}"
-            ));
-        }
-        let max_connections = cli
-            .max_connections
-            .or(file.max_connections)
-            .unwrap_or(DEFAULT_MAX_CONNECTIONS);
-        if max_connections < workers {
-            return Err(format!(
-                "max-connections ({max_connections}) must be at least the number of workers ({workers})"
-            ));
-        }
-        let max_header_size = cli
-            .max_header_size
-            .or(file.max_header_size)
-            .unwrap_or(spindle_core::limits::DEFAULT_MAX_HEADER_BYTES);
-        if !(256..=1 << 20).contains(&max_header_size) {
-            return Err(format!(
-                "max-header-size must be between 256 and 1048576 bytes, not {max_header_size}"
-            ));
-        }
-        let tls_listen = if !cli.tls_listen.is_empty() {
-            cli.tls_listen
-        } else {
-            file.tls_listen.unwrap_or_default()
-        };
-        let proxy_listen = if !cli.proxy_listen.is_empty() {
-            cli.proxy_listen
-        } else {
-            file.proxy_listen.unwrap_or_default()
-        };
-        let listen = if !cli.listen.is_empty() {
-            cli.listen
-        } else {
-            // With HTTPS or PROXY listeners only, no plain one is added.
-            file.listen.unwrap_or_else(|| {
-                if tls_listen.is_empty() && proxy_listen.is_empty() {
-                    vec![DEFAULT_LISTEN.parse().expect("valid default")]
-                } else {
-                    Vec::new()
-                }
-            })
-        };
-        if listen.is_empty() && tls_listen.is_empty() && proxy_listen.is_empty() {
-            return Err("listen: give at least one address".into());
-        }
+    fn merge(mut cli: Cli, mut file: FileConfig) -> Result<Config, String> {
+        let limits = Limits::merge(&cli, &file)?;
+        let Limits {
+            chunk_size,
+            workers,
+            max_inflight,
+            io_threads,
+            max_connections,
+            max_header_size,
+            open_file_cache,
+            small_file_cache,
+        } = limits;
+        let [listen, proxy_listen, tls_listen] = addresses(&mut cli, &mut file)?;
         let proxy_from = proxy_from(
             if cli.proxy_from.is_empty() {
                 file.proxy_from.as_deref().unwrap_or(&[])
@@ -435,97 +366,19 @@ impl Config {
             },
             &proxy_listen,
         )?;
-        let mut tls_certs = match (cli.tls_cert.or(file.tls_cert), cli.tls_key.or(file.tls_key)) {
-            (Some(cert), Some(key)) => vec![crate::tls::CertSpec {
-                names: Vec::new(),
-                cert,
-                key,
-            }],
-            (None, None) => Vec::new(),
-            (Some(_), None) => {
-                return Err("tls-cert needs tls-key (the certificate's private key)".into())
-            }
-            (None, Some(_)) => {
-                return Err("tls-key needs tls-cert (the certificate it belongs to)".into())
-            }
-        };
-        for e in file.tls_certificates.unwrap_or_default() {
-            if e.names.is_empty()
-                || e.names
-                    .iter()
-                    .any(|n| n.is_empty() || n.contains(['/', ' ', '\0']))
-            {
-                return Err(format!(
-                    "tls-certificates: {} needs names, each a host name (or *.domain)",
-                    e.cert.display()
-                ));
-            }
-            tls_certs.push(crate::tls::CertSpec {
-                names: e.names,
-                cert: e.cert,
-                key: e.key,
-            });
-        }
-        if !tls_listen.is_empty() && tls_certs.is_empty() {
-            return Err(
-                "tls-listen needs a certificate: give tls-cert FILE and tls-key FILE".into(),
-            );
-        }
-        if tls_listen.is_empty() && !tls_certs.is_empty() {
-            return Err(
-                "tls-cert and tls-key are used by tls-listen: give an address to serve HTTPS on"
-                    .into(),
-            );
-        }
-        let open_file_cache = cli
-            .open_file_cache
-            .or(file.open_file_cache)
-            .unwrap_or(DEFAULT_OPEN_FILE_CACHE);
-        if open_file_cache > MAX_OPEN_FILE_CACHE {
-            return Err(format!(
-                "open-file-cache must be at most {MAX_OPEN_FILE_CACHE}, not {open_file_cache}"
-            ));
-        }
-        let small_file_cache = match (cli.small_file_cache, file.small_file_cache) {
-            (Some(c), _) => c,
-            (None, Some(SizeValue::Bytes(b))) => b,
-            (None, Some(SizeValue::Text(t))) => parse_size(&t)?,
-            (None, None) => DEFAULT_SMALL_FILE_CACHE,
-        };
-        if small_file_cache > MAX_SMALL_FILE_CACHE {
-            return Err(format!(
-                "small-file-cache must be at most {MAX_SMALL_FILE_CACHE} bytes, not {small_file_cache}"
-            ));
-        }
-        let size_or = |c: Option<u64>, f: Option<SizeValue>| -> Result<u64, String> {
-            Ok(match (c, f) {
-                (Some(c), _) => c,
-                (None, Some(SizeValue::Bytes(b))) => b,
-                (None, Some(SizeValue::Text(t))) => parse_size(&t)?,
-                (None, None) => 0,
-            })
-        };
-        let limit_rate = size_or(cli.limit_rate, file.limit_rate)?;
-        let limit_rate_after = size_or(cli.limit_rate_after, file.limit_rate_after)?;
+        let tls_certs = tls_certs(&mut cli, &mut file, &tls_listen)?;
+        let limit_rate = size(cli.limit_rate, &file.limit_rate, 0)?;
+        let limit_rate_after = size(cli.limit_rate_after, &file.limit_rate_after, 0)?;
         let metrics = cli.metrics.or(file.metrics);
         if let Some(m) = metrics {
-            // The same port on an address a public listener covers would
-            // put the metrics in the public's reach (or fail to bind).
-            let clash = listen
+            let public: Vec<_> = listen
                 .iter()
                 .chain(&proxy_listen)
                 .chain(&tls_listen)
-                .find(|a| {
-                    a.port() == m.port()
-                        && m.port() != 0
-                        && (a.ip() == m.ip() || a.ip().is_unspecified() || m.ip().is_unspecified())
-                });
-            if let Some(a) = clash {
-                return Err(format!(
-                    "metrics: {m} is where HTTP is served ({a}); give the metrics an address of their own, e.g. --metrics 127.0.0.1:9100"
-                ));
-            }
+                .collect();
+            check_metrics_address(m, &public)?;
         }
+        let (log_format, error_log, log_level) = logging(&mut cli, &mut file)?;
         let backend_choice = cli.backend.or(file.backend);
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -548,29 +401,29 @@ impl Config {
                 }
                 u => u,
             },
-            keepalive_timeout: secs(
+            keepalive_timeout: seconds(
                 "keepalive-timeout",
-                cli.keepalive_timeout
-                    .or(file.keepalive_timeout)
-                    .unwrap_or(DEFAULT_KEEPALIVE_TIMEOUT_SECS),
+                cli.keepalive_timeout,
+                file.keepalive_timeout,
+                DEFAULT_KEEPALIVE_TIMEOUT_SECS,
             )?,
-            header_timeout: secs(
+            header_timeout: seconds(
                 "header-timeout",
-                cli.header_timeout
-                    .or(file.header_timeout)
-                    .unwrap_or(DEFAULT_HEADER_TIMEOUT_SECS),
+                cli.header_timeout,
+                file.header_timeout,
+                DEFAULT_HEADER_TIMEOUT_SECS,
             )?,
-            send_timeout: secs(
+            send_timeout: seconds(
                 "send-timeout",
-                cli.send_timeout
-                    .or(file.send_timeout)
-                    .unwrap_or(DEFAULT_SEND_TIMEOUT_SECS),
+                cli.send_timeout,
+                file.send_timeout,
+                DEFAULT_SEND_TIMEOUT_SECS,
             )?,
-            drain_timeout: secs(
+            drain_timeout: seconds(
                 "drain-timeout",
-                cli.drain_timeout
-                    .or(file.drain_timeout)
-                    .unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS),
+                cli.drain_timeout,
+                file.drain_timeout,
+                DEFAULT_DRAIN_TIMEOUT_SECS,
             )?,
             max_connections,
             max_header_size,
@@ -580,38 +433,17 @@ impl Config {
                 .unwrap_or(0),
             limit_rate,
             limit_rate_after,
-            log_format: match cli.log_format {
-                Some(f) => f,
-                None => file
-                    .log_format
-                    .as_deref()
-                    .map(parse_log_format)
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
-            error_log: match cli.error_log.or(file.error_log) {
-                Some(p) if p.is_empty() || p.contains('\0') => {
-                    return Err("error-log: give a file path".into())
-                }
-                p => p,
-            },
-            log_level: match cli.log_level {
-                Some(l) => l,
-                None => file
-                    .log_level
-                    .as_deref()
-                    .map(|s| crate::errlog::parse_level(s).map_err(|e| format!("log-level: {e}")))
-                    .transpose()?
-                    .unwrap_or(crate::errlog::Level::Info),
-            },
+            log_format,
+            error_log,
+            log_level,
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
             autoindex: cli.autoindex || file.autoindex.unwrap_or(false),
             open_file_cache,
-            open_file_cache_valid: secs(
+            open_file_cache_valid: seconds(
                 "open-file-cache-valid",
-                cli.open_file_cache_valid
-                    .or(file.open_file_cache_valid)
-                    .unwrap_or(DEFAULT_OPEN_FILE_CACHE_VALID_SECS),
+                cli.open_file_cache_valid,
+                file.open_file_cache_valid,
+                DEFAULT_OPEN_FILE_CACHE_VALID_SECS,
             )?,
             small_file_cache,
             first_miss: cli
@@ -646,40 +478,46 @@ impl Config {
             charset: charset(cli.charset.or(file.charset))?,
             // The command line's rules replace the file's, as for every key.
             rules: std::sync::Arc::new(rules(if cli.rule.is_empty() {
-                file.rules.unwrap_or_default()
+                file.rules.take().unwrap_or_default()
             } else {
                 cli.rule
                     .iter()
                     .map(|r| rule_arg(r))
                     .collect::<Result<_, _>>()?
             })?),
-            hosts: if cli.vhost.is_empty() {
-                hosts(
-                    file.hosts
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|h| (h.names, h.root))
-                        .collect(),
-                )?
-            } else {
-                let mut v = Vec::new();
-                for item in &cli.vhost {
-                    let Some((names, root)) = item.split_once('=') else {
-                        return Err(format!(
-                            "vhost {:?}: write it as NAMES=ROOT, e.g. example.org,www.example.org=/srv/example",
-                            item.escape_debug().to_string()
-                        ));
-                    };
-                    v.push((
-                        names.split(',').map(str::to_string).collect(),
-                        PathBuf::from(root),
-                    ));
-                }
-                hosts(v)?
-            },
+            hosts: vhosts(&cli.vhost, file.hosts)?,
             metrics,
             source: None,
         })
+    }
+
+    /// Gives the open-file caches at most half the descriptor limit (the
+    /// soft limit, once raised): at start, and to a reloaded configuration
+    /// before it is compared with the running one.
+    pub fn cap_open_file_cache(&mut self) {
+        let nofile = crate::sys::nofile_limit();
+        let per_worker = (nofile / 2 / u64::from(self.workers.max(1))) as usize;
+        self.open_file_cache = self.open_file_cache.min(per_worker);
+    }
+
+    /// What the chosen backend cannot do: HTTPS and `sendfile = false`
+    /// need a backend that reads bodies into memory (io-uring, posix-aio).
+    /// `https`: an HTTPS listener is configured (or passed by systemd).
+    pub fn check_backend_serves(&self, https: bool) -> Result<(), String> {
+        let reads = matches!(self.backend, BackendKind::IoUring | BackendKind::PosixAio);
+        if https && !reads {
+            return Err(format!(
+                "tls-listen: HTTPS is served by the io-uring and posix-aio backends (backend {} sends files with sendfile(2), which cannot encrypt)",
+                self.backend.name()
+            ));
+        }
+        if !self.sendfile && !reads {
+            return Err(format!(
+                "sendfile = false: backend {} is built on sendfile(2); use io-uring or posix-aio",
+                self.backend.name()
+            ));
+        }
+        Ok(())
     }
 
     /// Connections one worker may hold.
@@ -717,6 +555,300 @@ impl Config {
             ..Default::default()
         }
     }
+}
+
+/// The metrics' address must not be one where HTTP is served: the same
+/// port on an address a public listener covers would put the metrics in
+/// the public's reach (or fail to bind).
+fn check_metrics_address(m: SocketAddr, public: &[&SocketAddr]) -> Result<(), String> {
+    let clash = public.iter().find(|a| {
+        a.port() == m.port()
+            && m.port() != 0
+            && (a.ip() == m.ip() || a.ip().is_unspecified() || m.ip().is_unspecified())
+    });
+    match clash {
+        Some(a) => Err(format!(
+            "metrics: {m} is where HTTP is served ({a}); give the metrics an address of their own, e.g. --metrics 127.0.0.1:9100"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A number of seconds from the command line, else the file, else the
+/// default, checked by [`secs`].
+fn seconds(
+    name: &str,
+    cli: Option<f64>,
+    file: Option<f64>,
+    default: f64,
+) -> Result<Duration, String> {
+    secs(name, cli.or(file).unwrap_or(default))
+}
+
+/// The access log's format, the error log's path and its level.
+fn logging(
+    cli: &mut Cli,
+    file: &mut FileConfig,
+) -> Result<
+    (
+        spindle_core::accesslog::LogFormat,
+        Option<String>,
+        crate::errlog::Level,
+    ),
+    String,
+> {
+    let format = match cli.log_format {
+        Some(f) => f,
+        None => file
+            .log_format
+            .as_deref()
+            .map(parse_log_format)
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    let error_log = match cli.error_log.take().or(file.error_log.take()) {
+        Some(p) if p.is_empty() || p.contains('\0') => {
+            return Err("error-log: give a file path".into())
+        }
+        p => p,
+    };
+    let level = match cli.log_level {
+        Some(l) => l,
+        None => file
+            .log_level
+            .as_deref()
+            .map(|s| crate::errlog::parse_level(s).map_err(|e| format!("log-level: {e}")))
+            .transpose()?
+            .unwrap_or(crate::errlog::Level::Info),
+    };
+    Ok((format, error_log, level))
+}
+
+/// The sizes and counts that bound a worker, each checked against its
+/// range.
+struct Limits {
+    chunk_size: u64,
+    workers: u32,
+    max_inflight: u32,
+    io_threads: u32,
+    max_connections: u32,
+    max_header_size: usize,
+    open_file_cache: usize,
+    small_file_cache: u64,
+}
+
+/// A value from the command line, else the file, else the default, that
+/// must lie in `range`.
+fn bounded<T: PartialOrd + std::fmt::Display + Copy>(
+    name: &str,
+    cli: Option<T>,
+    file: Option<T>,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+    unit: &str,
+) -> Result<T, String> {
+    let v = cli.or(file).unwrap_or(default);
+    if !range.contains(&v) {
+        return Err(format!(
+            "{name} must be between {} and {}{unit}, not {v}",
+            range.start(),
+            range.end()
+        ));
+    }
+    Ok(v)
+}
+
+/// A size from the command line, else the file (a number or text such as
+/// `512k`), else the default.
+fn size(cli: Option<u64>, file: &Option<SizeValue>, default: u64) -> Result<u64, String> {
+    Ok(match (cli, file) {
+        (Some(c), _) => c,
+        (None, Some(SizeValue::Bytes(b))) => *b,
+        (None, Some(SizeValue::Text(t))) => parse_size(t)?,
+        (None, None) => default,
+    })
+}
+
+impl Limits {
+    fn merge(cli: &Cli, file: &FileConfig) -> Result<Limits, String> {
+        let chunk_size = size(cli.chunk_size, &file.chunk_size, DEFAULT_CHUNK_SIZE)?;
+        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&chunk_size) || chunk_size % 4096 != 0 {
+            return Err(format!(
+                "chunk-size must be a multiple of 4096 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE} bytes, not {chunk_size}"
+            ));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let workers = bounded(
+            "workers",
+            cli.workers,
+            file.workers,
+            cores,
+            1..=MAX_WORKERS,
+            "",
+        )?;
+        let max_connections = cli
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(DEFAULT_MAX_CONNECTIONS);
+        if max_connections < workers {
+            return Err(format!(
+                "max-connections ({max_connections}) must be at least the number of workers ({workers})"
+            ));
+        }
+        let open_file_cache = cli
+            .open_file_cache
+            .or(file.open_file_cache)
+            .unwrap_or(DEFAULT_OPEN_FILE_CACHE);
+        if open_file_cache > MAX_OPEN_FILE_CACHE {
+            return Err(format!(
+                "open-file-cache must be at most {MAX_OPEN_FILE_CACHE}, not {open_file_cache}"
+            ));
+        }
+        let small_file_cache = size(
+            cli.small_file_cache,
+            &file.small_file_cache,
+            DEFAULT_SMALL_FILE_CACHE,
+        )?;
+        if small_file_cache > MAX_SMALL_FILE_CACHE {
+            return Err(format!(
+                "small-file-cache must be at most {MAX_SMALL_FILE_CACHE} bytes, not {small_file_cache}"
+            ));
+        }
+        Ok(Limits {
+            chunk_size,
+            workers,
+            max_inflight: bounded(
+                "max-inflight",
+                cli.max_inflight,
+                file.max_inflight,
+                DEFAULT_MAX_INFLIGHT,
+                1..=MAX_MAX_INFLIGHT,
+                "",
+            )?,
+            io_threads: bounded(
+                "io-threads",
+                cli.io_threads,
+                file.io_threads,
+                DEFAULT_IO_THREADS,
+                1..=MAX_WORKERS,
+                "",
+            )?,
+            max_connections,
+            max_header_size: bounded(
+                "max-header-size",
+                cli.max_header_size,
+                file.max_header_size,
+                spindle_core::limits::DEFAULT_MAX_HEADER_BYTES,
+                256..=1 << 20,
+                " bytes",
+            )?,
+            open_file_cache,
+            small_file_cache,
+        })
+    }
+}
+
+/// The plain, PROXY and HTTPS listening addresses, in that order. With HTTPS or PROXY
+/// listeners only, no plain one is added.
+fn addresses(cli: &mut Cli, file: &mut FileConfig) -> Result<[Vec<SocketAddr>; 3], String> {
+    let pick = |c: &mut Vec<SocketAddr>, f: &mut Option<Vec<SocketAddr>>| {
+        if c.is_empty() {
+            f.take()
+        } else {
+            Some(std::mem::take(c))
+        }
+    };
+    let tls_listen = pick(&mut cli.tls_listen, &mut file.tls_listen).unwrap_or_default();
+    let proxy_listen = pick(&mut cli.proxy_listen, &mut file.proxy_listen).unwrap_or_default();
+    let listen = pick(&mut cli.listen, &mut file.listen).unwrap_or_else(|| {
+        if tls_listen.is_empty() && proxy_listen.is_empty() {
+            vec![DEFAULT_LISTEN.parse().expect("valid default")]
+        } else {
+            Vec::new()
+        }
+    });
+    if listen.is_empty() && tls_listen.is_empty() && proxy_listen.is_empty() {
+        return Err("listen: give at least one address".into());
+    }
+    Ok([listen, proxy_listen, tls_listen])
+}
+
+/// The HTTPS certificates: `tls-cert` and `tls-key`, and the file's
+/// `tls-certificates` by name.
+fn tls_certs(
+    cli: &mut Cli,
+    file: &mut FileConfig,
+    tls_listen: &[SocketAddr],
+) -> Result<Vec<crate::tls::CertSpec>, String> {
+    let mut certs = match (
+        cli.tls_cert.take().or(file.tls_cert.take()),
+        cli.tls_key.take().or(file.tls_key.take()),
+    ) {
+        (Some(cert), Some(key)) => vec![crate::tls::CertSpec {
+            names: Vec::new(),
+            cert,
+            key,
+        }],
+        (None, None) => Vec::new(),
+        (Some(_), None) => {
+            return Err("tls-cert needs tls-key (the certificate's private key)".into())
+        }
+        (None, Some(_)) => {
+            return Err("tls-key needs tls-cert (the certificate it belongs to)".into())
+        }
+    };
+    for e in file.tls_certificates.take().unwrap_or_default() {
+        if e.names.is_empty()
+            || e.names
+                .iter()
+                .any(|n| n.is_empty() || n.contains(['/', ' ', '\0']))
+        {
+            return Err(format!(
+                "tls-certificates: {} needs names, each a host name (or *.domain)",
+                e.cert.display()
+            ));
+        }
+        certs.push(crate::tls::CertSpec {
+            names: e.names,
+            cert: e.cert,
+            key: e.key,
+        });
+    }
+    if !tls_listen.is_empty() && certs.is_empty() {
+        return Err("tls-listen needs a certificate: give tls-cert FILE and tls-key FILE".into());
+    }
+    if tls_listen.is_empty() && !certs.is_empty() {
+        return Err(
+            "tls-cert and tls-key are used by tls-listen: give an address to serve HTTPS on".into(),
+        );
+    }
+    Ok(certs)
+}
+
+/// The virtual hosts: `--vhost NAMES=ROOT`s, else the file's `[[hosts]]`.
+fn vhosts(cli: &[String], file: Option<Vec<file::HostEntry>>) -> Result<Vec<VirtualHost>, String> {
+    if cli.is_empty() {
+        return hosts(
+            file.unwrap_or_default()
+                .into_iter()
+                .map(|h| (h.names, h.root))
+                .collect(),
+        );
+    }
+    let mut v = Vec::new();
+    for item in cli {
+        let Some((names, root)) = item.split_once('=') else {
+            return Err(format!(
+                "vhost {:?}: write it as NAMES=ROOT, e.g. example.org,www.example.org=/srv/example",
+                item.escape_debug().to_string()
+            ));
+        };
+        v.push((
+            names.split(',').map(str::to_string).collect(),
+            PathBuf::from(root),
+        ));
+    }
+    hosts(v)
 }
 
 #[cfg(test)]

@@ -39,6 +39,17 @@ impl Roots {
         Roots(v)
     }
 
+    /// Opens the configured root and every virtual host's. Fails with a
+    /// message for the user.
+    pub fn open(root: &Path, hosts: &[crate::config::VirtualHost]) -> Result<Roots, String> {
+        let main = Root::open(root)?;
+        let mut v = Vec::with_capacity(hosts.len());
+        for h in hosts {
+            v.push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
+        }
+        Ok(Roots::new(main, v))
+    }
+
     /// The root numbered `i` (the server's for a number it does not have;
     /// the core only hands out configured ones).
     pub fn get(&self, i: u16) -> &Root {
@@ -648,6 +659,11 @@ pub fn read_cached(fd: RawFd, size: usize) -> Option<Vec<u8>> {
     Some(buf)
 }
 
+/// The answer to an open that failed with `e`.
+pub fn open_error(e: std::io::Error) -> spindle_core::OpenError {
+    spindle_core::OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,8 +672,9 @@ mod tests {
 
     /// A file of `len` bytes on a disk file system (the workspace's target
     /// directory; `/tmp` may be tmpfs, which cannot drop a file's pages),
-    /// written back and dropped from the page cache. `None` (the test is
-    /// skipped, and says so) where the pages stay.
+    /// written back and dropped from the page cache. `None` where the pages
+    /// stay: the test is skipped, says so, and fails under CI
+    /// ([`test_skip::skip_or_fail`]).
     fn cold_file(name: &str, len: usize) -> Option<(std::path::PathBuf, std::fs::File)> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
         std::fs::create_dir_all(&dir).unwrap();
@@ -669,10 +686,10 @@ mod tests {
         let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         assert_eq!(rc, 0, "posix_fadvise(DONTNEED)");
         if range_cached(f.as_raw_fd(), 0, 1) != Some(false) {
-            eprintln!(
-                "SKIPPED: {} keeps its pages cached (or has no cachestat)",
+            test_skip::skip_or_fail(format!(
+                "{} keeps its pages cached (or has no cachestat)",
                 dir.display()
-            );
+            ));
             let _ = std::fs::remove_file(&path);
             return None;
         }

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use std::sync::Arc;
 
-use crate::backend::AcceptGate;
+use crate::conn::AcceptGate;
 use crate::listen::{Group, Kind, Listeners};
 use crate::net;
 
@@ -237,7 +237,7 @@ fn reopen(gate: &AcceptGate, wake: &[OwnedFd]) {
 
 fn wake_all(wake: &[OwnedFd]) {
     for e in wake {
-        crate::backend::signal_eventfd(e.as_raw_fd());
+        crate::sys::signal_eventfd(e.as_raw_fd());
     }
 }
 

@@ -50,6 +50,7 @@ macro_rules! info {
 pub mod accesslog;
 pub mod backend;
 pub mod config;
+pub mod conn;
 pub mod depth;
 pub mod errlog;
 pub mod filecache;
@@ -64,4 +65,5 @@ pub mod perip;
 pub mod recent;
 pub mod reload;
 pub mod server;
+pub mod sys;
 pub mod tls;

@@ -141,7 +141,7 @@ impl Pool {
                     result,
                     wd,
                 });
-            crate::backend::signal_eventfd(job.mailbox.eventfd());
+            crate::sys::signal_eventfd(job.mailbox.eventfd());
         }
     }
 
@@ -213,7 +213,7 @@ impl<W: Copy> Lists<W> {
         allow_dotfiles: bool,
         valid: Duration,
     ) -> Result<Lists<W>, String> {
-        let efd = crate::backend::epoll::new_eventfd()?;
+        let efd = crate::sys::new_eventfd()?;
         Ok(Lists {
             pool,
             roots,
@@ -366,7 +366,7 @@ impl<W: Copy> Lists<W> {
     /// The jobs done since the last call: each with the connections that
     /// wait for it. Keeps the listings that may be cached.
     pub fn take_done(&mut self, now: Instant) -> Vec<Finished<W>> {
-        crate::backend::epoll::drain_eventfd(self.mailbox.eventfd());
+        crate::sys::drain_eventfd(self.mailbox.eventfd());
         let done =
             std::mem::take(&mut *self.mailbox.done.lock().unwrap_or_else(|e| e.into_inner()));
         // Events queued before these results are taken count as touching

@@ -127,7 +127,7 @@ pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub const METHODS: [&str; 3] = ["GET", "HEAD", "other"];
 
 /// Why a connection timed out.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timeout {
     /// A request head (or TLS handshake) not complete in `--header-timeout`.
     Header = 0,
@@ -276,28 +276,24 @@ impl Registry {
 
     /// The text exposition format, version 0.0.4.
     pub fn render(&self) -> String {
-        use std::fmt::Write as _;
-        let mut o = String::with_capacity(8192);
-        let family = |o: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
-        family(
-            &mut o,
+        let mut o = Exposition(String::with_capacity(8192));
+        o.family(
             "spindle_build_info",
             "gauge",
             "The running build: its version and I/O backend (always 1).",
         );
-        let _ = writeln!(
-            o,
+        o.line(format_args!(
             "spindle_build_info{{version=\"{}\",backend=\"{}\"}} 1",
             env!("CARGO_PKG_VERSION"),
             self.backend
+        ));
+        o.one(
+            "spindle_workers",
+            "gauge",
+            "Worker threads.",
+            self.workers.len() as u64,
         );
-        family(&mut o, "spindle_workers", "gauge", "Worker threads.");
-        let _ = writeln!(o, "spindle_workers {}", self.workers.len());
-
-        family(
-            &mut o,
+        o.family(
             "spindle_requests_total",
             "counter",
             "Responses completed (one per access-log line), by method and status class.",
@@ -305,119 +301,86 @@ impl Registry {
         for (m, method) in METHODS.iter().enumerate() {
             for (s, class) in STATUS_CLASSES.iter().enumerate() {
                 let v = self.sum(|w| w.requests[m][s].get());
-                let _ = writeln!(
-                    o,
+                o.line(format_args!(
                     "spindle_requests_total{{method=\"{method}\",code=\"{class}\"}} {v}"
-                );
+                ));
             }
         }
-        family(
-            &mut o,
+        o.one(
             "spindle_response_body_bytes_total",
             "counter",
             "Body bytes of the responses completed (the access log's bytes field).",
+            self.sum(|w| w.body_bytes.get()),
         );
-        let _ = writeln!(
-            o,
-            "spindle_response_body_bytes_total {}",
-            self.sum(|w| w.body_bytes.get())
-        );
-        family(
-            &mut o,
+        o.one(
             "spindle_connections_accepted_total",
             "counter",
             "Connections accepted.",
+            self.sum(|w| w.accepted.get()),
         );
-        let _ = writeln!(
-            o,
-            "spindle_connections_accepted_total {}",
-            self.sum(|w| w.accepted.get())
-        );
-        family(
-            &mut o,
+        o.one(
             "spindle_connections_open",
             "gauge",
             "Connections open now.",
+            self.sum(|w| w.open.get()),
         );
-        let _ = writeln!(o, "spindle_connections_open {}", self.sum(|w| w.open.get()));
-        family(
-            &mut o,
+        o.one(
             "spindle_connections_idle",
             "gauge",
             "Open connections waiting for a request, with none under way (keep-alive).",
+            self.sum(|w| w.idle.get()),
         );
-        let _ = writeln!(o, "spindle_connections_idle {}", self.sum(|w| w.idle.get()));
-        family(
-            &mut o,
-            "spindle_accept_pauses_total",
-            "counter",
-            "Times a worker stopped accepting: out of descriptors (a second's pause), or at its share of --max-connections.",
+        o.by(
+            ("spindle_accept_pauses_total", "counter", "Times a worker stopped accepting: out of descriptors (a second's pause), or at its share of --max-connections."),
+            "reason",
+            PAUSE_REASONS.iter().enumerate().map(|(i, r)| (*r, self.sum(|w| w.pauses[i].get()))),
         );
-        for (i, r) in PAUSE_REASONS.iter().enumerate() {
-            let v = self.sum(|w| w.pauses[i].get());
-            let _ = writeln!(o, "spindle_accept_pauses_total{{reason=\"{r}\"}} {v}");
-        }
-        family(
-            &mut o,
-            "spindle_timeouts_total",
-            "counter",
-            "Connections dropped by a timer, by kind: header, keepalive (idle), send, linger (lingering close), drain (shutdown).",
+        o.by(
+            ("spindle_timeouts_total", "counter", "Connections dropped by a timer, by kind: header, keepalive (idle), send, linger (lingering close), drain (shutdown)."),
+            "kind",
+            TIMEOUT_KINDS.iter().enumerate().map(|(i, k)| (*k, self.sum(|w| w.timeouts[i].get()))),
         );
-        for (i, k) in TIMEOUT_KINDS.iter().enumerate() {
-            let v = self.sum(|w| w.timeouts[i].get());
-            let _ = writeln!(o, "spindle_timeouts_total{{kind=\"{k}\"}} {v}");
-        }
-        family(
-            &mut o,
-            "spindle_open_file_cache_lookups_total",
-            "counter",
-            "Open-file cache lookups: hit (no open) or miss.",
+        o.by(
+            (
+                "spindle_open_file_cache_lookups_total",
+                "counter",
+                "Open-file cache lookups: hit (no open) or miss.",
+            ),
+            "result",
+            [
+                ("hit", self.sum(|w| w.ofc_hits.get())),
+                ("miss", self.sum(|w| w.ofc_misses.get())),
+            ]
+            .into_iter(),
         );
-        let (h, m) = (
-            self.sum(|w| w.ofc_hits.get()),
-            self.sum(|w| w.ofc_misses.get()),
+        o.by(
+            ("spindle_small_file_cache_lookups_total", "counter", "Responses with a body from a file of at most 16 KiB: hit (its bytes came from memory) or miss (read from the file)."),
+            "result",
+            [("hit", self.sum(|w| w.small_hits.get())), ("miss", self.sum(|w| w.small_misses.get()))].into_iter(),
         );
-        let _ = writeln!(
-            o,
-            "spindle_open_file_cache_lookups_total{{result=\"hit\"}} {h}\nspindle_open_file_cache_lookups_total{{result=\"miss\"}} {m}"
+        o.by(
+            ("spindle_disk_reads_total", "counter", "Asynchronous reads of response bodies issued, by mode: page_cache (buffered) or direct (O_DIRECT)."),
+            "mode",
+            READ_MODES.iter().enumerate().map(|(i, r)| (*r, self.sum(|w| w.disk_reads[i].get()))),
         );
-        family(
-            &mut o,
-            "spindle_small_file_cache_lookups_total",
-            "counter",
-            "Responses with a body from a file of at most 16 KiB: hit (its bytes came from memory) or miss (read from the file).",
-        );
-        let (h, m) = (
-            self.sum(|w| w.small_hits.get()),
-            self.sum(|w| w.small_misses.get()),
-        );
-        let _ = writeln!(
-            o,
-            "spindle_small_file_cache_lookups_total{{result=\"hit\"}} {h}\nspindle_small_file_cache_lookups_total{{result=\"miss\"}} {m}"
-        );
-        family(
-            &mut o,
-            "spindle_disk_reads_total",
-            "counter",
-            "Asynchronous reads of response bodies issued, by mode: page_cache (buffered) or direct (O_DIRECT).",
-        );
-        for (i, r) in READ_MODES.iter().enumerate() {
-            let v = self.sum(|w| w.disk_reads[i].get());
-            let _ = writeln!(o, "spindle_disk_reads_total{{mode=\"{r}\"}} {v}");
-        }
-        family(
-            &mut o,
+        o.one(
             "spindle_disk_reads_in_flight",
             "gauge",
             "Asynchronous reads of response bodies in flight now.",
+            self.sum(|w| w.disk_in_flight.get()),
         );
-        let _ = writeln!(
-            o,
-            "spindle_disk_reads_in_flight {}",
-            self.sum(|w| w.disk_in_flight.get())
+        self.render_disk_latency(&mut o);
+        o.one(
+            "spindle_access_log_dropped_lines_total",
+            "counter",
+            "Access-log lines dropped because the writer thread fell behind.",
+            self.log.dropped(),
         );
-        family(
-            &mut o,
+        o.0
+    }
+
+    fn render_disk_latency(&self, o: &mut Exposition) {
+        o.family(
             "spindle_disk_read_duration_seconds",
             "histogram",
             "Asynchronous reads of response bodies, from submission to completion (resolution: one event-loop turn).",
@@ -425,30 +388,51 @@ impl Registry {
         let mut cum = 0u64;
         for (i, b) in LATENCY_BOUNDS.iter().enumerate() {
             cum = cum.wrapping_add(self.sum(|w| w.disk_latency.buckets[i].get()));
-            let _ = writeln!(
-                o,
+            o.line(format_args!(
                 "spindle_disk_read_duration_seconds_bucket{{le=\"{b}\"}} {cum}"
-            );
+            ));
         }
         cum = cum.wrapping_add(self.sum(|w| w.disk_latency.buckets[LATENCY_BOUNDS.len()].get()));
         let sum_ns = self.sum(|w| w.disk_latency.sum_ns.get());
-        let _ = writeln!(
-            o,
+        o.line(format_args!(
             "spindle_disk_read_duration_seconds_bucket{{le=\"+Inf\"}} {cum}\nspindle_disk_read_duration_seconds_sum {}\nspindle_disk_read_duration_seconds_count {cum}",
             sum_ns as f64 / 1e9
-        );
-        family(
-            &mut o,
-            "spindle_access_log_dropped_lines_total",
-            "counter",
-            "Access-log lines dropped because the writer thread fell behind.",
-        );
-        let _ = writeln!(
-            o,
-            "spindle_access_log_dropped_lines_total {}",
-            self.log.dropped()
-        );
-        o
+        ));
+    }
+}
+
+/// A text exposition being written.
+struct Exposition(String);
+
+impl Exposition {
+    fn line(&mut self, args: std::fmt::Arguments) {
+        use std::fmt::Write as _;
+        let _ = self.0.write_fmt(args);
+        self.0.push('\n');
+    }
+
+    /// A family's `HELP` and `TYPE` lines.
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        self.line(format_args!("# HELP {name} {help}\n# TYPE {name} {kind}"));
+    }
+
+    /// A family of one sample without labels.
+    fn one(&mut self, name: &str, kind: &str, help: &str, v: u64) {
+        self.family(name, kind, help);
+        self.line(format_args!("{name} {v}"));
+    }
+
+    /// A family of one sample per value of one label.
+    fn by<'a>(
+        &mut self,
+        (name, kind, help): (&str, &str, &str),
+        label: &str,
+        values: impl Iterator<Item = (&'a str, u64)>,
+    ) {
+        self.family(name, kind, help);
+        for (l, v) in values {
+            self.line(format_args!("{name}{{{label}=\"{l}\"}} {v}"));
+        }
     }
 }
 

@@ -11,79 +11,31 @@
 //! listener, the user) takes a restart; a reload that changes those says
 //! so and applies the rest.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-use spindle_core::SessionConfig;
+use std::sync::Arc;
 
 use crate::config::Config;
-use crate::fs::{Root, Roots};
+use crate::conn::{Published, Reloadable};
+use crate::fs::Roots;
 
-/// What a reload gives the workers.
-#[derive(Clone)]
-pub struct Reloadable {
-    pub cfg: Arc<Config>,
-    pub session_cfg: Arc<SessionConfig>,
-    pub roots: Arc<Roots>,
-}
-
-/// The current [`Reloadable`] and its generation, shared by all workers.
-pub struct Shared {
-    current: Mutex<Reloadable>,
-    generation: AtomicU64,
-}
-
-impl Shared {
-    pub fn new(r: Reloadable) -> Arc<Shared> {
-        Arc::new(Shared {
-            current: Mutex::new(r),
-            generation: AtomicU64::new(0),
-        })
-    }
-
-    /// Checked by each worker on its tick: one atomic load.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    pub fn current(&self) -> (u64, Reloadable) {
-        let r = self
-            .current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        (self.generation(), r)
-    }
-
-    fn publish(&self, r: Reloadable) {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = r;
-        self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Reads the configuration again from `running`'s command line and
-    /// config file. `Ok` names the keys that changed but take a restart;
-    /// `Err` is one line, and nothing changed.
-    pub fn reload(&self, running: &Config) -> Result<Vec<&'static str>, String> {
-        let Some(cli) = running.source.clone() else {
-            return Err("no command line to read again".into());
-        };
-        let mut cfg = Config::from_cli(cli)?;
-        crate::server::cap_open_file_cache(&mut cfg);
-        let main = Root::open(&cfg.root)?;
-        let mut hosts = Vec::with_capacity(cfg.hosts.len());
-        for h in &cfg.hosts {
-            hosts
-                .push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
-        }
-        let fixed = keep_restart_only(&mut cfg, running);
-        let session_cfg = Arc::new(cfg.session_config());
-        self.publish(Reloadable {
-            cfg: Arc::new(cfg),
-            session_cfg,
-            roots: Arc::new(Roots::new(main, hosts)),
-        });
-        Ok(fixed)
-    }
+/// Reads the configuration again from `running`'s command line and
+/// config file, and publishes it for the workers. `Ok` names the keys
+/// that changed but take a restart; `Err` is one line, and nothing
+/// changed.
+pub fn reload(published: &Published, running: &Config) -> Result<Vec<&'static str>, String> {
+    let Some(cli) = running.source.clone() else {
+        return Err("no command line to read again".into());
+    };
+    let mut cfg = Config::from_cli(cli)?;
+    cfg.cap_open_file_cache();
+    let roots = Roots::open(&cfg.root, &cfg.hosts)?;
+    let fixed = keep_restart_only(&mut cfg, running);
+    let session_cfg = Arc::new(cfg.session_config());
+    published.publish(Reloadable {
+        cfg: Arc::new(cfg),
+        session_cfg,
+        roots: Arc::new(roots),
+    });
+    Ok(fixed)
 }
 
 /// Puts back the running values of the keys a reload cannot change, and
@@ -123,6 +75,64 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         user => "user",
         metrics => "metrics",
         sendfile => "sendfile",
+        // The listing helpers and each worker's listing cache are made at
+        // start; a session told to list without them had nothing to ask.
+        autoindex => "autoindex",
+        // Each device's depth is made when the worker first reads it.
+        depth => "depth",
+        backend_is_default => "backend",
     );
+    // Every key of Config, each said to be restart-only (put back above)
+    // or reloadable (taken as read). No `..`: a new key does not compile
+    // until it is placed here.
+    let Config {
+        // Restart-only (above).
+        listen: _,
+        tls_listen: _,
+        proxy_listen: _,
+        workers: _,
+        backend: _,
+        chunk_size: _,
+        max_inflight: _,
+        io_threads: _,
+        max_connections: _,
+        max_connections_per_ip: _,
+        open_file_cache: _,
+        small_file_cache: _,
+        user: _,
+        metrics: _,
+        sendfile: _,
+        autoindex: _,
+        depth: _,
+        backend_is_default: _,
+        // Reloadable: the access log's path (its on/off is above), what a
+        // session decides, the document roots, limits and timeouts per
+        // request or connection, TLS certificates (read again by
+        // `tls::Shared::reload`).
+        access_log: _,
+        root: _,
+        proxy_from: _,
+        tls_certs: _,
+        keepalive_timeout: _,
+        header_timeout: _,
+        send_timeout: _,
+        drain_timeout: _,
+        max_header_size: _,
+        log_format: _,
+        error_log: _,
+        log_level: _,
+        limit_rate: _,
+        limit_rate_after: _,
+        dotfiles: _,
+        open_file_cache_valid: _,
+        first_miss: _,
+        extra_headers: _,
+        precompressed: _,
+        error_pages: _,
+        charset: _,
+        rules: _,
+        hosts: _,
+        source: _,
+    } = new;
     changed
 }

@@ -2,14 +2,15 @@
 //! SIGTERM (reopening the access log on SIGUSR1, reloading the TLS
 //! certificates on SIGHUP), drain, exit.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use crate::accesslog::AccessLog;
-use crate::backend::{self, ShutdownSignal, WorkerContext};
+use crate::backend;
 use crate::config::{BackendKind, Config, FirstMiss};
-use crate::fs::{Root, Roots};
+use crate::conn::{AcceptGate, ShutdownSignal, WorkerContext};
+use crate::fs::Roots;
 use crate::listen::{Kind, Listeners};
 use crate::memory::MemoryWatch;
 use crate::net;
@@ -21,34 +22,14 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // Read before anything can replace the binary (a handover runs it).
     let program = crate::handover::Program::current();
     crate::errlog::configure(cfg.log_level, cfg.error_log.as_deref())?;
-    let main_root = Root::open(&cfg.root)?;
-    let mut host_roots = Vec::with_capacity(cfg.hosts.len());
-    for h in &cfg.hosts {
-        host_roots
-            .push(Root::open(&h.root).map_err(|e| format!("host {}: {e}", h.names.join(",")))?);
-    }
-    let root = Arc::new(Roots::new(main_root, host_roots));
-    let per_ip = (cfg.max_connections_per_ip > 0)
-        .then(|| crate::perip::PerIp::new(cfg.max_connections_per_ip));
-
-    if let Err(e) = backend::probe(cfg.backend) {
-        if cfg.backend_is_default && cfg.backend == BackendKind::IoUring {
-            let fallback = BackendKind::PosixAio;
-            backend::probe(fallback)
-                .map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
-            crate::warn!("{e}; falling back to the {} backend", fallback.name());
-            cfg.backend = fallback;
-        } else {
-            return Err(e);
-        }
-    }
-
+    let root = Arc::new(Roots::open(&cfg.root, &cfg.hosts)?);
+    choose_backend(&mut cfg)?;
     // Descriptors: raise the soft limit to the hard one (as nginx's
     // worker_rlimit_nofile), then give the open-file caches at most half of
     // it. Connections may still run the table full; a worker that then
     // meets EMFILE sheds half its cache before it pauses accepting.
     raise_nofile_limit();
-    cap_open_file_cache(&mut cfg);
+    cfg.cap_open_file_cache();
 
     // Block the stop signals in every thread; the main thread takes them
     // with sigwait below, so no handler ever runs inside a worker.
@@ -56,52 +37,18 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // SAFETY: sigset is a valid, initialised signal set.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigset, std::ptr::null_mut()) };
 
-    let workers = cfg.workers as usize;
     // Sockets from the spindle this one replaces (SIGUSR2), from systemd
     // (socket activation), or bound here.
-    let inherited = crate::handover::inherited()?;
-    let (inherited, handover_ready) = match inherited {
+    let (inherited, handover_ready) = match crate::handover::inherited()? {
         Some(h) => (h.groups, Some(h.ready)),
         None => (Vec::new(), None),
     };
-    let listeners = Listeners::open(&cfg, workers, inherited)?;
-    if listeners.has(Kind::Tls)
-        && !matches!(cfg.backend, BackendKind::IoUring | BackendKind::PosixAio)
-    {
-        return Err(format!(
-            "tls-listen: HTTPS is served by the io-uring and posix-aio backends (backend {} sends files with sendfile(2), which cannot encrypt)",
-            cfg.backend.name()
-        ));
-    }
-    if !cfg.sendfile && !matches!(cfg.backend, BackendKind::IoUring | BackendKind::PosixAio) {
-        return Err(format!(
-            "sendfile = false: backend {} is built on sendfile(2); use io-uring or posix-aio",
-            cfg.backend.name()
-        ));
-    }
-    let tls = if !listeners.has(Kind::Tls) {
-        None
-    } else {
-        let shared = crate::tls::Shared::load(&cfg.tls_certs)?;
-        let path = match net::ktls_available() {
-            Ok(()) => "kernel TLS is available but not used yet".to_string(),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                "no kernel TLS (this kernel has no `tls` module, CONFIG_TLS)".to_string()
-            }
-            Err(e) => format!("no kernel TLS ({e})"),
-        };
-        crate::info!(
-            "HTTPS: {path}; records are encrypted in user space (rustls), bodies read into buffers"
-        );
-        Some(Arc::new(shared))
-    };
-    let bound = listeners.addrs(Kind::Plain);
-    let proxied = listeners.addrs(Kind::Proxy);
-    let https = listeners.addrs(Kind::Tls);
+    let listeners = Listeners::open(&cfg, cfg.workers as usize, inherited)?;
+    cfg.check_backend_serves(listeners.has(Kind::Tls))?;
+    let tls = load_tls(&listeners, &cfg)?;
     // The metrics listener, bound with the others (before dropping
     // privileges); served from its own thread once the workers run.
     let metrics_listener = listeners.metrics()?;
-
     let (log, log_thread) = match &cfg.access_log {
         Some(target) => {
             let (l, h) = AccessLog::open(target)?;
@@ -109,181 +56,21 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         }
         None => (AccessLog::disabled(), None),
     };
-
     // Ports bound, root and logs open: the rest needs no privilege.
     if let Some(user) = &cfg.user {
         switch_user(user)?;
     }
 
     let cfg = Arc::new(cfg);
-    let session_cfg = Arc::new(cfg.session_config());
-    let reloads = crate::reload::Shared::new(crate::reload::Reloadable {
-        cfg: cfg.clone(),
-        session_cfg: session_cfg.clone(),
-        roots: root.clone(),
-    });
-    let memory = Arc::new(MemoryWatch::probe());
-    let recent = Arc::new(RecentFiles::for_memory(memory.budget()));
-    let registry = Arc::new(crate::metrics::Registry::new(
-        workers,
-        cfg.backend.name(),
-        log.clone(),
-    ));
-    let flag = Arc::new(AtomicBool::new(false));
-    let lister = if cfg.autoindex {
-        Some(crate::lister::Pool::start()?)
-    } else {
-        None
-    };
-    let gate = Arc::new(backend::AcceptGate::default());
-    let mut eventfds = Vec::new();
-    let mut handles = Vec::new();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    for id in 0..workers {
-        let (mine, proxied_range, tls_from) = listeners.for_worker(id, workers)?;
-        // SAFETY: plain eventfd(2) call.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if efd < 0 {
-            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: a fresh descriptor nothing else owns.
-        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
-        let ctx = WorkerContext {
-            id,
-            listeners: mine,
-            proxied: proxied_range,
-            tls_from,
-            tls: tls.clone(),
-            root: root.clone(),
-            per_ip: per_ip.clone(),
-            reload: reloads.clone(),
-            reload_gen: 0,
-            cfg: cfg.clone(),
-            session_cfg: session_cfg.clone(),
-            log: log.clone(),
-            recent: recent.clone(),
-            memory: memory.clone(),
-            shutdown: ShutdownSignal {
-                flag: flag.clone(),
-                eventfd: efd.as_raw_fd(),
-                gate: gate.clone(),
-            },
-            metrics: registry.worker(id),
-            lister: lister.clone(),
-            ready: ready_tx.clone(),
-        };
-        eventfds.push(efd);
-        let kind = cfg.backend;
-        let h = std::thread::Builder::new()
-            .name(format!("spindle-w{id}"))
-            .spawn(move || {
-                let ready = ctx.ready.clone();
-                let r = backend::run_worker(kind, ctx);
-                if let Err(e) = &r {
-                    // If setup failed, this is the first message; otherwise
-                    // the receiver is gone and this is ignored.
-                    let _ = ready.send(Err(e.clone()));
-                }
-                r
-            })
-            .map_err(|e| format!("cannot start worker thread: {e}"))?;
-        handles.push(h);
-    }
-    drop(ready_tx);
-    // Shared with a handover's watcher thread, which may open the gate.
-    let eventfds = Arc::new(eventfds);
-    for _ in 0..workers {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                stop(&flag, &eventfds);
-                for h in handles {
-                    let _ = h.join();
-                }
-                return Err(e);
-            }
-            Err(_) => return Err("a worker exited during startup".into()),
-        }
-    }
-    drop(ready_rx);
-
+    let shared = Shared::new(&cfg, root, tls, log.clone())?;
+    let workers = Workers::start(&cfg, &listeners, &shared)?;
     if let Some((listener, addr)) = metrics_listener {
-        crate::metrics::serve(listener, registry.clone())?;
+        crate::metrics::serve(listener, shared.registry.clone())?;
         // Before the startup line, so that a script that waits for that
         // line has this one too.
         crate::info!("metrics on http://{addr}/metrics");
     }
-    let addrs: Vec<String> = bound
-        .iter()
-        .map(|a| format!("http://{a}/"))
-        .chain(
-            proxied
-                .iter()
-                .map(|a| format!("http://{a}/ (PROXY protocol)")),
-        )
-        .chain(https.iter().map(|a| format!("https://{a}/")))
-        .collect();
-    let loopback_only = bound
-        .iter()
-        .chain(&proxied)
-        .chain(&https)
-        .all(|a| a.ip().is_loopback());
-    // Scripts and tests read this line to learn the port.
-    crate::info!(
-        "serving {} on {} (backend {}, {} worker{}){}",
-        root.main().path().display(),
-        addrs.join(" "),
-        cfg.backend.name(),
-        workers,
-        if workers == 1 { "" } else { "s" },
-        if loopback_only {
-            "; to serve other machines, add --listen 0.0.0.0:PORT or --listen [::]:PORT"
-        } else {
-            ""
-        }
-    );
-
-    if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
-        crate::info!(
-            "page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
-            memory.describe(),
-            if cfg.first_miss == FirstMiss::Auto {
-                "once it is full"
-            } else {
-                "always"
-            },
-            cfg.first_miss.name()
-        );
-    }
-
-    if listeners.from_systemd > 0 {
-        crate::info!(
-            "listening on {} socket{} passed by systemd (--listen ignored)",
-            listeners.from_systemd,
-            if listeners.from_systemd == 1 { "" } else { "s" }
-        );
-    }
-    if listeners.inherited > 0 {
-        crate::info!(
-            "took over {} listener{} from pid {}",
-            listeners.inherited,
-            if listeners.inherited == 1 { "" } else { "s" },
-            std::os::unix::process::parent_id()
-        );
-    }
-    // A successor in a handover says nothing to systemd: the service is
-    // active already, and the manager takes notifications only from its
-    // main pid, which is still the process it replaces until that one
-    // names this one (`MAINPID=`, handover.rs).
-    if handover_ready.is_none() {
-        net::sd_notify(&format!(
-            "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
-            root.main().path().display(),
-            addrs.join(" "),
-            std::process::id()
-        ));
-    }
-
+    announce(&cfg, &listeners, &shared, handover_ready.is_none());
     // The spindle this one replaces drains once it reads this.
     if let Some(ready) = handover_ready {
         crate::handover::say_ready(ready);
@@ -303,10 +90,14 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
                 crate::errlog::reopen();
                 log.reopen();
             }
-            libc::SIGHUP => reload(&reloads, tls.as_deref(), &log),
-            libc::SIGUSR2 => {
-                crate::handover::start(&program, &listeners, &gate, &eventfds, workers)
-            }
+            libc::SIGHUP => reload(&shared.reloads, shared.tls.as_deref(), &log),
+            libc::SIGUSR2 => crate::handover::start(
+                &program,
+                &listeners,
+                &shared.gate,
+                &workers.eventfds,
+                workers.handles.len(),
+            ),
             _ => break,
         }
     }
@@ -323,21 +114,12 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         // After a handover the service goes on under its new main pid.
         net::sd_notify("STOPPING=1");
     }
-    stop(&flag, &eventfds);
-    let mut failed = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failed = Some(e),
-            Err(_) => failed = Some("a worker panicked".to_string()),
-        }
-    }
+    let failed = workers.stop();
     log.shut();
     drop(log);
     if let Some(h) = log_thread {
         let _ = h.join();
     }
-    drop(eventfds);
     match failed {
         Some(e) => Err(e),
         None => {
@@ -347,15 +129,281 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     }
 }
 
+/// The backend asked for, or, when io-uring is the default and cannot run
+/// here, posix-aio in its place (said in the log).
+fn choose_backend(cfg: &mut Config) -> Result<(), String> {
+    let Err(e) = backend::probe(cfg.backend) else {
+        return Ok(());
+    };
+    if !(cfg.backend_is_default && cfg.backend == BackendKind::IoUring) {
+        return Err(e);
+    }
+    let fallback = BackendKind::PosixAio;
+    backend::probe(fallback).map_err(|e2| format!("{e}; fallback {}: {e2}", fallback.name()))?;
+    crate::warn!("{e}; falling back to the {} backend", fallback.name());
+    cfg.backend = fallback;
+    Ok(())
+}
+
+/// The certificates of the HTTPS listeners, if there are any.
+fn load_tls(
+    listeners: &Listeners,
+    cfg: &Config,
+) -> Result<Option<Arc<crate::tls::Shared>>, String> {
+    if !listeners.has(Kind::Tls) {
+        return Ok(None);
+    }
+    let shared = crate::tls::Shared::load(&cfg.tls_certs)?;
+    let path = match net::ktls_available() {
+        Ok(()) => "kernel TLS is available but not used yet".to_string(),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            "no kernel TLS (this kernel has no `tls` module, CONFIG_TLS)".to_string()
+        }
+        Err(e) => format!("no kernel TLS ({e})"),
+    };
+    crate::info!(
+        "HTTPS: {path}; records are encrypted in user space (rustls), bodies read into buffers"
+    );
+    Ok(Some(Arc::new(shared)))
+}
+
+/// What every worker shares, made once.
+struct Shared {
+    root: Arc<Roots>,
+    tls: Option<Arc<crate::tls::Shared>>,
+    reloads: Arc<crate::conn::Published>,
+    session_cfg: Arc<spindle_core::SessionConfig>,
+    per_ip: Option<Arc<crate::perip::PerIp>>,
+    memory: Arc<MemoryWatch>,
+    recent: Arc<RecentFiles>,
+    registry: Arc<crate::metrics::Registry>,
+    lister: Option<Arc<crate::lister::Pool>>,
+    log: AccessLog,
+    gate: Arc<AcceptGate>,
+    flag: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn new(
+        cfg: &Arc<Config>,
+        root: Arc<Roots>,
+        tls: Option<Arc<crate::tls::Shared>>,
+        log: AccessLog,
+    ) -> Result<Shared, String> {
+        let session_cfg = Arc::new(cfg.session_config());
+        let memory = Arc::new(MemoryWatch::probe());
+        Ok(Shared {
+            reloads: crate::conn::Published::new(crate::conn::Reloadable {
+                cfg: cfg.clone(),
+                session_cfg: session_cfg.clone(),
+                roots: root.clone(),
+            }),
+            root,
+            tls,
+            session_cfg,
+            per_ip: (cfg.max_connections_per_ip > 0)
+                .then(|| crate::perip::PerIp::new(cfg.max_connections_per_ip)),
+            recent: Arc::new(RecentFiles::for_memory(memory.budget())),
+            memory,
+            registry: Arc::new(crate::metrics::Registry::new(
+                cfg.workers as usize,
+                cfg.backend.name(),
+                log.clone(),
+            )),
+            lister: if cfg.autoindex {
+                Some(crate::lister::Pool::start()?)
+            } else {
+                None
+            },
+            log,
+            gate: Arc::new(AcceptGate::default()),
+            flag: Arc::new(AtomicBool::new(false)),
+        })
+    }
+}
+
+/// The worker threads, and the eventfds that wake them.
+struct Workers {
+    handles: Vec<std::thread::JoinHandle<Result<(), String>>>,
+    /// Shared with a handover's watcher thread, which may open the gate.
+    eventfds: Arc<Vec<OwnedFd>>,
+    flag: Arc<AtomicBool>,
+}
+
+impl Workers {
+    /// Starts one worker per `cfg.workers` and waits until each is set up
+    /// (or the first fails: then all stop).
+    fn start(cfg: &Arc<Config>, listeners: &Listeners, s: &Shared) -> Result<Workers, String> {
+        let workers = cfg.workers as usize;
+        let mut eventfds = Vec::new();
+        let mut handles = Vec::new();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        for id in 0..workers {
+            let (mine, proxied_range, tls_from) = listeners.for_worker(id, workers)?;
+            let efd = crate::sys::new_eventfd()?;
+            let ctx = WorkerContext {
+                id,
+                listeners: mine,
+                proxied: proxied_range,
+                tls_from,
+                tls: s.tls.clone(),
+                root: s.root.clone(),
+                per_ip: s.per_ip.clone(),
+                reload: s.reloads.clone(),
+                reload_gen: 0,
+                cfg: cfg.clone(),
+                session_cfg: s.session_cfg.clone(),
+                log: s.log.clone(),
+                recent: s.recent.clone(),
+                memory: s.memory.clone(),
+                shutdown: ShutdownSignal {
+                    flag: s.flag.clone(),
+                    eventfd: efd.as_raw_fd(),
+                    gate: s.gate.clone(),
+                },
+                metrics: s.registry.worker(id),
+                lister: s.lister.clone(),
+                ready: ready_tx.clone(),
+            };
+            eventfds.push(efd);
+            let kind = cfg.backend;
+            let h = std::thread::Builder::new()
+                .name(format!("spindle-w{id}"))
+                .spawn(move || {
+                    let ready = ctx.ready.clone();
+                    let r = backend::run_worker(kind, ctx);
+                    if let Err(e) = &r {
+                        // If setup failed, this is the first message;
+                        // otherwise the receiver is gone and this is ignored.
+                        let _ = ready.send(Err(e.clone()));
+                    }
+                    r
+                })
+                .map_err(|e| format!("cannot start worker thread: {e}"))?;
+            handles.push(h);
+        }
+        drop(ready_tx);
+        let started = Workers {
+            handles,
+            eventfds: Arc::new(eventfds),
+            flag: s.flag.clone(),
+        };
+        for _ in 0..workers {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    started.stop();
+                    return Err(e);
+                }
+                Err(_) => return Err("a worker exited during startup".into()),
+            }
+        }
+        Ok(started)
+    }
+
+    /// Tells every worker to drain and waits for them: the first error
+    /// any returned.
+    fn stop(self) -> Option<String> {
+        stop(&self.flag, &self.eventfds);
+        let mut failed = None;
+        for h in self.handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed = Some(e),
+                Err(_) => failed = Some("a worker panicked".to_string()),
+            }
+        }
+        failed
+    }
+}
+
+/// The startup lines (scripts and tests read the `serving` one to learn
+/// the port), and systemd's READY=1 unless this process is a handover's
+/// successor.
+fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
+    let bound = listeners.addrs(Kind::Plain);
+    let proxied = listeners.addrs(Kind::Proxy);
+    let https = listeners.addrs(Kind::Tls);
+    let addrs: Vec<String> = bound
+        .iter()
+        .map(|a| format!("http://{a}/"))
+        .chain(
+            proxied
+                .iter()
+                .map(|a| format!("http://{a}/ (PROXY protocol)")),
+        )
+        .chain(https.iter().map(|a| format!("https://{a}/")))
+        .collect();
+    let loopback_only = bound
+        .iter()
+        .chain(&proxied)
+        .chain(&https)
+        .all(|a| a.ip().is_loopback());
+    let workers = cfg.workers;
+    crate::info!(
+        "serving {} on {} (backend {}, {} worker{}){}",
+        s.root.main().path().display(),
+        addrs.join(" "),
+        cfg.backend.name(),
+        workers,
+        if workers == 1 { "" } else { "s" },
+        if loopback_only {
+            "; to serve other machines, add --listen 0.0.0.0:PORT or --listen [::]:PORT"
+        } else {
+            ""
+        }
+    );
+    if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
+        crate::info!(
+            "page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
+            s.memory.describe(),
+            if cfg.first_miss == FirstMiss::Auto {
+                "once it is full"
+            } else {
+                "always"
+            },
+            cfg.first_miss.name()
+        );
+    }
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    if listeners.from_systemd > 0 {
+        crate::info!(
+            "listening on {} socket{} passed by systemd (--listen ignored)",
+            listeners.from_systemd,
+            plural(listeners.from_systemd)
+        );
+    }
+    if listeners.inherited > 0 {
+        crate::info!(
+            "took over {} listener{} from pid {}",
+            listeners.inherited,
+            plural(listeners.inherited),
+            std::os::unix::process::parent_id()
+        );
+    }
+    // A successor in a handover says nothing to systemd: the service is
+    // active already, and the manager takes notifications only from its
+    // main pid, which is still the process it replaces until that one
+    // names this one (`MAINPID=`, handover.rs).
+    if notify {
+        net::sd_notify(&format!(
+            "READY=1\nSTATUS=serving {} on {}\nMAINPID={}",
+            s.root.main().path().display(),
+            addrs.join(" "),
+            std::process::id()
+        ));
+    }
+}
+
 /// SIGHUP: reads the command line's config file again and hands the
 /// workers what may change while running (`reload.rs`), and reads the TLS
 /// certificates and keys again. A bad file keeps the running
 /// configuration (or certificates), with an error line; connections
 /// already open are not touched either way.
-fn reload(reloads: &crate::reload::Shared, tls: Option<&crate::tls::Shared>, log: &AccessLog) {
+fn reload(reloads: &crate::conn::Published, tls: Option<&crate::tls::Shared>, log: &AccessLog) {
     net::sd_notify(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()));
     let (_, running) = reloads.current();
-    let result = reloads.reload(&running.cfg);
+    let result = crate::reload::reload(reloads, &running.cfg);
     // The logs, at the paths now configured (the same ones after a bad
     // file): a reload does what SIGUSR1 does too.
     let (_, now) = reloads.current();
@@ -447,26 +495,8 @@ fn monotonic_usec() -> u64 {
 fn stop(flag: &AtomicBool, eventfds: &[OwnedFd]) {
     flag.store(true, Ordering::Release);
     for e in eventfds {
-        backend::signal_eventfd(e.as_raw_fd());
+        crate::sys::signal_eventfd(e.as_raw_fd());
     }
-}
-
-/// Gives the open-file caches at most half the descriptor limit (the
-/// soft limit, once raised): at start, and to a reloaded configuration
-/// before it is compared with the running one.
-pub fn cap_open_file_cache(cfg: &mut Config) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into a live local struct.
-    let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_cur
-    } else {
-        1024
-    };
-    let per_worker = (nofile / 2 / u64::from(cfg.workers.max(1))) as usize;
-    cfg.open_file_cache = cfg.open_file_cache.min(per_worker);
 }
 
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit.

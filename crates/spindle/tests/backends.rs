@@ -251,6 +251,9 @@ fn disk_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
 }
 
+/// Why a check of what the page cache holds is not made.
+const NO_CACHESTAT: &str = "no cachestat(2) (Linux 6.5+): what the page cache holds is not checked";
+
 /// Pages of `path` in the page cache, and its size in pages, by
 /// `cachestat(2)` (Linux 6.5+); `None` without it.
 fn cached_pages(path: &Path) -> Option<(u64, u64)> {
@@ -285,12 +288,13 @@ fn evict(path: &Path) {
     // SAFETY: posix_fadvise on a descriptor we own; no memory involved.
     let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     assert_eq!(rc, 0, "posix_fadvise(DONTNEED) failed");
-    if let Some((cached, pages)) = cached_pages(path) {
-        assert!(
+    match cached_pages(path) {
+        Some((cached, pages)) => assert!(
             cached * 10 <= pages.max(10),
             "{} still has {cached} of {pages} pages cached after POSIX_FADV_DONTNEED",
             path.display()
-        );
+        ),
+        None => test_skip::skip_or_fail(NO_CACHESTAT),
     }
 }
 
@@ -343,14 +347,17 @@ impl ColdRoot {
     }
 
     /// Whether the root is on a disk file system, where a file read with
-    /// `O_DIRECT` stays out of the page cache (says so when not).
+    /// `O_DIRECT` stays out of the page cache; when not, the test cannot
+    /// check `O_DIRECT` reads, and says so ([`test_skip::skip_or_fail`]).
     fn shows_o_direct(&self) -> bool {
-        let yes = [EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC].contains(&fs_type(&self.dir));
+        let ftype = fs_type(&self.dir);
+        let yes = [EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC].contains(&ftype);
         if !yes {
-            eprintln!(
-                "SKIPPED: {} is not ext4/xfs/btrfs, so the page cache cannot show O_DIRECT",
+            test_skip::skip_or_fail(format!(
+                "{} is not ext4/xfs/btrfs (type {ftype:#x}), so the page cache cannot show \
+                 O_DIRECT reads (SPINDLE_TEST_TMP may name a directory on one)",
                 self.dir.display()
-            );
+            ));
         }
         yes
     }
@@ -413,8 +420,7 @@ fn fetch_slowly(srv: &Server, target: &str, range: &str, slow: usize) -> Vec<u8>
 #[test]
 fn cold_cache_bodies_are_correct() {
     let root = ColdRoot::new("bodies");
-    let ftype = fs_type(&root.dir);
-    let real_disk = [EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC].contains(&ftype);
+    let real_disk = root.shows_o_direct();
     for b in cold_backends() {
         root.evict_all();
         // Small chunks and few of them, so that buffers and slots are
@@ -486,24 +492,18 @@ fn cold_cache_bodies_are_correct() {
             !err.contains("truncated") && !err.contains("failed"),
             "{b}: {err}"
         );
-        if b == "linux-aio-sendfile" {
+        if b == "linux-aio-sendfile" && real_disk {
             // O_DIRECT reads leave the page cache as cold as they found it.
-            if real_disk {
-                assert!(
-                    !err.contains("O_DIRECT"),
-                    "{b} fell back to buffered reads: {err}"
-                );
-                if let Some((cached, pages)) = cached_pages(&root.dir.join("big")) {
-                    assert!(
-                        cached * 4 < pages,
-                        "{b}: {cached} of {pages} pages of /big cached: the reads did not use O_DIRECT"
-                    );
-                }
-            } else {
-                eprintln!(
-                    "note: {} is not ext4/xfs/btrfs (type {ftype:#x}); O_DIRECT not checked",
-                    root.dir.display()
-                );
+            assert!(
+                !err.contains("O_DIRECT"),
+                "{b} fell back to buffered reads: {err}"
+            );
+            match cached_pages(&root.dir.join("big")) {
+                Some((cached, pages)) => assert!(
+                    cached * 4 < pages,
+                    "{b}: {cached} of {pages} pages of /big cached: the reads did not use O_DIRECT"
+                ),
+                None => test_skip::skip_or_fail(NO_CACHESTAT),
             }
         }
         assert!(srv.terminate().success(), "{b}");
@@ -740,6 +740,9 @@ fn a_file_shrinking_under_a_cold_read_is_cut_short() {
 
 // ----- linux-aio-sendfile's shared memory ----------------------------------
 
+/// Why a test about linux-aio-sendfile alone does not run.
+const NO_AIO: &str = "SPINDLE_TEST_BACKENDS leaves out linux-aio-sendfile";
+
 fn shm_names() -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
@@ -754,6 +757,7 @@ fn shm_names() -> Vec<String> {
 #[test]
 fn aio_shm_buffers_have_no_name_and_go_away() {
     if !backends().iter().any(|b| b == "linux-aio-sendfile") {
+        test_skip::skip_chosen(NO_AIO);
         return;
     }
     let root = DocRoot::new(false);
@@ -791,8 +795,8 @@ struct RamFs {
 }
 
 impl RamFs {
-    /// `None` when this process may not mount (not root).
-    fn mount() -> Option<RamFs> {
+    /// The error when this process may not mount (not root).
+    fn mount() -> std::io::Result<RamFs> {
         let dir = std::env::temp_dir().join(format!("spindle-ramfs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let c = |s: &str| std::ffi::CString::new(s).unwrap();
@@ -808,10 +812,11 @@ impl RamFs {
             )
         };
         if rc != 0 {
+            let e = std::io::Error::last_os_error();
             let _ = std::fs::remove_dir(&dir);
-            return None;
+            return Err(e);
         }
-        Some(RamFs { dir })
+        Ok(RamFs { dir })
     }
 }
 
@@ -827,11 +832,15 @@ impl Drop for RamFs {
 #[test]
 fn aio_falls_back_to_buffered_reads_where_o_direct_is_refused() {
     if !backends().iter().any(|b| b == "linux-aio-sendfile") {
+        test_skip::skip_chosen(NO_AIO);
         return;
     }
-    let Some(ram) = RamFs::mount() else {
-        eprintln!("note: skipped: cannot mount ramfs here (needs root)");
-        return;
+    let ram = match RamFs::mount() {
+        Ok(ram) => ram,
+        Err(e) => {
+            test_skip::skip_or_fail(format!("cannot mount ramfs here (needs root): {e}"));
+            return;
+        }
     };
     // ramfs refuses O_DIRECT (EINVAL). Its pages never leave memory, so
     // only the holes of a sparse file make the server read (and so try

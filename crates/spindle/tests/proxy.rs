@@ -381,7 +381,7 @@ fn bad_proxy_flags_give_one_line_and_exit_1() {
 #[test]
 fn haproxy_send_proxy_v2_end_to_end() {
     if Command::new("haproxy").arg("-v").output().is_err() {
-        eprintln!("SKIPPED haproxy_send_proxy_v2_end_to_end: no haproxy (apt-get install haproxy)");
+        test_skip::skip_or_fail("no haproxy (apt-get install haproxy)");
         return;
     }
     for b in backends() {

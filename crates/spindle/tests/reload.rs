@@ -126,6 +126,26 @@ fn sighup_reloads_the_config_file_on_every_backend() {
             (&b"A\n"[..], Some("4")),
             "{b}"
         );
+        // Listings take a restart (their helper threads start with the
+        // server): turning them on is named, and a directory stays
+        // unlisted instead of reaching a worker that has no helpers.
+        std::fs::create_dir_all(a.path("listme")).unwrap();
+        std::fs::write(
+            &toml,
+            format!(
+                "root = {:?}\nworkers = 2\nautoindex = true\nadd-headers = [\"X-Gen: 5\"]\n",
+                a.dir.to_str().unwrap()
+            ),
+        )
+        .unwrap();
+        hup_and_wait(&srv, "take effect only at a restart", 2);
+        assert!(srv.stderr().contains("autoindex"), "{b}: {}", srv.stderr());
+        let r = until(&srv, "/who.txt", |r| r.header("x-gen") == Some("5"));
+        assert_eq!(r.header("x-gen"), Some("5"), "{b}");
+        for _ in 0..4 {
+            assert_eq!(get(&srv, "/listme/").status, 404, "{b}: {}", srv.stderr());
+        }
+        assert_eq!(get(&srv, "/who.txt").status, 200, "{b}: {}", srv.stderr());
         let _ = std::fs::remove_file(&toml);
     }
 }

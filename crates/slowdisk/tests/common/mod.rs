@@ -31,30 +31,25 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 /// Why the FUSE tests cannot run here, if they cannot.
 pub fn skip_reason() -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    if std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        != 0
-    {
+    if !test_skip::is_root() {
         return Some("not root (mounting FUSE with allow_other needs root)".into());
     }
-    if std::fs::OpenOptions::new()
+    if let Err(e) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/fuse")
-        .is_err()
     {
-        return Some("/dev/fuse cannot be opened".into());
+        return Some(format!("/dev/fuse cannot be opened: {e}"));
     }
     None
 }
 
-/// Returns true (and prints why) when the test must be skipped.
-pub fn skip(test: &str) -> bool {
+/// Returns true when the calling test cannot run here: it says why, and
+/// fails under CI ([`test_skip::skip_or_fail`]).
+pub fn skip() -> bool {
     match skip_reason() {
         Some(r) => {
-            eprintln!("SKIPPED {test}: {r}");
+            test_skip::skip_or_fail(r);
             true
         }
         None => false,

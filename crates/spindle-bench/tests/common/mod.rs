@@ -11,16 +11,6 @@ use std::time::{Duration, Instant};
 /// The harness binary: `__spindle` runs the server, `slowdisk` the emulated disk.
 pub const EXE: &str = env!("CARGO_BIN_EXE_spindle-bench");
 
-/// True when the tests run as root (cgroups, drop_caches and FUSE mounts need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        .unwrap_or(false)
-}
-
 /// A child process killed (and reaped) when dropped.
 pub struct Killed(pub Child);
 
@@ -106,11 +96,23 @@ impl Mounted {
     }
 }
 
+/// Why the emulated disk (a FUSE mount) cannot be had here, if it cannot.
+pub fn fuse_missing() -> Option<&'static str> {
+    if !test_skip::is_root() {
+        Some("needs root (a FUSE mount)")
+    } else if !Path::new("/dev/fuse").exists() {
+        Some("no /dev/fuse")
+    } else {
+        None
+    }
+}
+
 /// A temporary directory with an empty `b` (the backing directory) and the path of
-/// `m` (the mount point), or `None` (and a SKIPPED line) without root or /dev/fuse.
-pub fn fuse_dirs(test: &str) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
-    if !is_root() || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED {test}: needs root and /dev/fuse");
+/// `m` (the mount point), or `None` without root or /dev/fuse (the test is skipped,
+/// and says why: [`test_skip::skip_or_fail`]).
+pub fn fuse_dirs() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if let Some(why) = fuse_missing() {
+        test_skip::skip_or_fail(why);
         return None;
     }
     let tmp = tempfile::tempdir().unwrap();

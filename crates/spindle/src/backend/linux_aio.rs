@@ -64,8 +64,9 @@ use std::time::{Duration, Instant};
 use linux_aio::{Context, IoEvent, Iocb};
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Ticket, Tx};
+use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Tx};
 use super::WorkerContext;
+use crate::conn::Ticket;
 use crate::fs::{self, Roots};
 use crate::metrics::{ReadMode, WorkerMetrics};
 
@@ -344,7 +345,7 @@ impl Mover for LinuxAio {
         Ok(LinuxAio {
             ctx: aio,
             shm,
-            efd: epoll::new_eventfd()?,
+            efd: crate::sys::new_eventfd()?,
             root: ctx.root.clone(),
             slot_size,
             free: (0..slots as u32).rev().collect(),
@@ -395,7 +396,7 @@ impl Mover for LinuxAio {
                 }
                 let mut off = st.data_off;
                 let want = st.data_left.min(tx.budget);
-                match epoll::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, want) {
+                match crate::sys::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, want) {
                     Ok(0) => return Progress::Fail,
                     Ok(n) => {
                         let n = n as u64;
@@ -423,18 +424,9 @@ impl Mover for LinuxAio {
                 }
                 continue;
             }
-            // 2. Nothing more from the file: the head alone (if unsent).
-            if tx.left == 0 {
-                return match epoll::send_head(sock, tx, false) {
-                    Ok(()) => Progress::Done,
-                    Err(s) => s.into(),
-                };
-            }
-            if st.reading {
-                return Progress::Waiting;
-            }
-            if turn >= self.slot_size {
-                return Progress::Yield;
+            // 2. The head alone, a read to wait for, or the turn's end.
+            if let Some(p) = epoll::between_chunks(sock, tx, st.reading, turn >= self.slot_size) {
+                return p;
             }
             // 3. The next chunk: straight from the page cache if it is all
             // there, else an O_DIRECT read into a slot.
@@ -501,7 +493,7 @@ impl Mover for LinuxAio {
     }
 
     fn reap(&mut self, out: &mut Vec<(Ticket, Completion<Chunk>)>) {
-        epoll::drain_eventfd(self.efd.as_raw_fd());
+        crate::sys::drain_eventfd(self.efd.as_raw_fd());
         while self.inflight > 0 {
             let got = match self
                 .ctx
@@ -539,7 +531,7 @@ impl Mover for LinuxAio {
         }
         let got = chunk.res as u64;
         if got <= st.skew {
-            super::truncated();
+            crate::conn::policy::truncated();
             st.failed = true;
             return;
         }

@@ -47,8 +47,9 @@ use std::time::{Duration, Instant};
 
 use spindle_core::{OpenError, OpenRequest};
 
-use super::epoll::{self, Completion, Mover, OpenResult, Opened, Progress, Sock, Ticket, Tx};
+use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Tx};
 use super::WorkerContext;
+use crate::conn::{OpenResult, Ticket};
 use crate::fs::{self, Root, Roots};
 use crate::metrics::{ReadMode, WorkerMetrics};
 
@@ -100,7 +101,7 @@ impl Reply {
         // The worker reads the eventfd before it takes the queue, so one
         // signal per empty-to-non-empty transition cannot be lost.
         if was_empty {
-            super::signal_eventfd(self.efd.as_raw_fd());
+            crate::sys::signal_eventfd(self.efd.as_raw_fd());
         }
     }
 }
@@ -248,7 +249,7 @@ fn open_cached(root: &Root, path: &CStr) -> Option<OpenResult> {
         if e.raw_os_error() == Some(libc::EAGAIN) {
             return None;
         }
-        return Some(Err(epoll::open_error(e)));
+        return Some(Err(crate::fs::open_error(e)));
     }
     // SAFETY: openat2 returned a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
@@ -334,7 +335,7 @@ impl Mover for PosixAio {
             roots: ctx.root.clone(),
             reply: Arc::new(Reply {
                 done: Mutex::new(Vec::new()),
-                efd: epoll::new_eventfd()?,
+                efd: crate::sys::new_eventfd()?,
             }),
             chunk: cfg.chunk_size as usize,
             sendfile: cfg.sendfile,
@@ -413,18 +414,9 @@ impl Mover for PosixAio {
                 }
                 continue;
             }
-            // 2. Nothing more from the file: the head alone (if unsent).
-            if tx.left == 0 {
-                return match epoll::send_head(sock, tx, false) {
-                    Ok(()) => Progress::Done,
-                    Err(s) => s.into(),
-                };
-            }
-            if st.reading {
-                return Progress::Waiting;
-            }
-            if turn >= self.chunk {
-                return Progress::Yield;
+            // 2. The head alone, a read to wait for, or the turn's end.
+            if let Some(p) = epoll::between_chunks(sock, tx, st.reading, turn >= self.chunk) {
+                return p;
             }
             // 3. The next chunk: from the page cache by sendfile if it is
             // all there (and no chunk before it missed), else read by an
@@ -478,7 +470,7 @@ impl Mover for PosixAio {
     }
 
     fn reap(&mut self, out: &mut Vec<(Ticket, Completion<Chunk>)>) {
-        epoll::drain_eventfd(self.reply.efd.as_raw_fd());
+        crate::sys::drain_eventfd(self.reply.efd.as_raw_fd());
         let batch = std::mem::take(&mut *self.reply.done.lock().unwrap_or_else(|e| e.into_inner()));
         for (who, c) in batch {
             match &c {
@@ -501,7 +493,7 @@ impl Mover for PosixAio {
         st.reading = false;
         match chunk.res {
             Ok(0) => {
-                super::truncated();
+                crate::conn::policy::truncated();
                 st.failed = true;
                 self.bufs_free.push(chunk.buf);
             }

@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Mover, Opened, Progress, Sock, Ticket, Tx};
+use super::epoll::{self, Mover, Opened, Progress, Sock, Tx};
 use super::WorkerContext;
+use crate::conn::Ticket;
 use crate::fs::Roots;
 
 pub struct Sendfile {

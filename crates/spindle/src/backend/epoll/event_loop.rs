@@ -8,11 +8,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::{
-    Conn, Mover, Phase, Ticket, Worker, MAX_EVENTS, RECV_BUF_SIZE, TOKEN_LISTED, TOKEN_LISTENER,
-    TOKEN_MOVER, TOKEN_SHUTDOWN,
+    Conn, Mover, Worker, MAX_EVENTS, RECV_BUF_SIZE, TOKEN_LISTED, TOKEN_LISTENER, TOKEN_MOVER,
+    TOKEN_SHUTDOWN,
 };
-use crate::backend::{WorkerContext, TICK};
-use crate::filecache::OpenFileCache;
+use crate::conn::policy::TICK;
+use crate::conn::{Phase, Serving, Slots, Ticket, WorkerContext};
 use crate::net;
 
 pub(super) fn epoll_add(epfd: RawFd, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
@@ -39,85 +39,51 @@ impl<M: Mover> Worker<M> {
         // SAFETY: a fresh descriptor nothing else owns.
         let epfd = unsafe { OwnedFd::from_raw_fd(ep) };
         let listeners = std::mem::take(&mut ctx.listeners);
-        let rate = crate::backend::RateLimit::from_config(&ctx.cfg);
+        let add = |fd: RawFd, events: i32, token: u64| {
+            epoll_add(ep, fd, events as u32, token).map_err(|e| format!("epoll_ctl: {e}"))
+        };
         for (i, l) in listeners.iter().enumerate() {
             net::set_nonblocking(l.as_raw_fd(), true).map_err(|e| format!("listener: {e}"))?;
-            epoll_add(
-                ep,
+            add(
                 l.as_raw_fd(),
-                (libc::EPOLLIN | libc::EPOLLET) as u32,
+                libc::EPOLLIN | libc::EPOLLET,
                 TOKEN_LISTENER | i as u64,
-            )
-            .map_err(|e| format!("epoll_ctl: {e}"))?;
+            )?;
         }
-        epoll_add(
-            ep,
-            ctx.shutdown.eventfd,
-            libc::EPOLLIN as u32,
-            TOKEN_SHUTDOWN,
-        )
-        .map_err(|e| format!("epoll_ctl: {e}"))?;
+        add(ctx.shutdown.eventfd, libc::EPOLLIN, TOKEN_SHUTDOWN)?;
         if let Some(fd) = mover.completion_fd() {
-            epoll_add(ep, fd, libc::EPOLLIN as u32, TOKEN_MOVER)
-                .map_err(|e| format!("epoll_ctl: {e}"))?;
+            add(fd, libc::EPOLLIN, TOKEN_MOVER)?;
         }
-        let lists = match &ctx.lister {
-            Some(pool) => {
-                let l = crate::lister::Lists::new(
-                    pool.clone(),
-                    ctx.root.clone(),
-                    ctx.cfg.dotfiles,
-                    ctx.cfg.open_file_cache_valid,
-                )?;
-                epoll_add(ep, l.eventfd(), libc::EPOLLIN as u32, TOKEN_LISTED)
-                    .map_err(|e| format!("epoll_ctl: {e}"))?;
-                Some(l)
-            }
-            None => None,
-        };
-        let ctx_tls = ctx.tls.as_ref().map(|t| t.current());
+        let max_conns = ctx.cfg.max_connections_per_worker();
+        let serve = Serving::new(ctx)?;
+        if let Some(l) = &serve.lists {
+            add(l.eventfd(), libc::EPOLLIN, TOKEN_LISTED)?;
+        }
         let now = Instant::now();
-        let files = OpenFileCache::new(
-            ctx.cfg.open_file_cache,
-            ctx.cfg.open_file_cache_valid,
-            ctx.cfg.small_file_cache as usize,
-        );
         Ok(Worker {
-            max_conns: ctx.cfg.max_connections_per_worker(),
-            accept_ready: vec![true; listeners.len()],
-            listeners,
-            ctx,
+            serve,
             mover,
             epfd,
-            conns: Vec::new(),
-            free: Vec::new(),
-            live: 0,
-            next_gen: 1,
+            conns: Slots::new(max_conns),
+            accept_ready: vec![true; listeners.len()],
+            listeners,
             accept_backoff: Default::default(),
+            accept_paused: false,
             ready: VecDeque::new(),
             done: Vec::new(),
-            files,
-            lists,
             rbuf: vec![0u8; RECV_BUF_SIZE].into_boxed_slice(),
             now,
             next_tick: now + TICK,
-            rate,
-            throttled: Vec::new(),
-            draining: false,
-            accept_paused: false,
-            drain_deadline: None,
-            next_scan: Instant::now(),
-            tls_cfg: ctx_tls,
         })
     }
 
     pub(super) fn event_loop(&mut self) -> Result<(), String> {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
         loop {
-            if self.draining && self.live == 0 {
+            if self.serve.draining && self.conns.live() == 0 {
                 // Reads still in flight belong to nobody now; wait for them
                 // (their buffers are the mover's) until the drain deadline.
-                let late = self.drain_deadline.is_some_and(|d| self.now >= d);
+                let late = self.serve.drain_deadline.is_some_and(|d| self.now >= d);
                 if self.mover.in_flight() == 0 || late {
                     return Ok(());
                 }
@@ -139,7 +105,7 @@ impl<M: Mover> Worker<M> {
                 )
             };
             self.now = Instant::now();
-            self.files.batch();
+            self.serve.files.batch();
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
@@ -180,10 +146,7 @@ impl<M: Mover> Worker<M> {
                 self.accept_some(i);
             }
             t => {
-                let who = Ticket {
-                    slot: t as u32,
-                    gen: (t >> 32) as u32,
-                };
+                let who = Ticket::from_token(t);
                 let Some(c) = self.live_conn(who) else { return };
                 let err = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
                 if bits & (libc::EPOLLIN as u32 | libc::EPOLLRDHUP as u32 | err) != 0 {
@@ -198,14 +161,11 @@ impl<M: Mover> Worker<M> {
     }
 
     pub(super) fn live_conn(&mut self, who: Ticket) -> Option<&mut Conn<M::State>> {
-        match self.conns.get_mut(who.slot as usize) {
-            Some(Some(c)) if c.gen == who.gen => Some(c),
-            _ => None,
-        }
+        self.conns.get(who)
     }
 
     pub(super) fn conn(&mut self, who: Ticket) -> &mut Conn<M::State> {
-        self.live_conn(who).expect("live connection")
+        self.conns.get(who).expect("live connection")
     }
 
     pub(super) fn enqueue(&mut self, who: Ticket) {
@@ -231,7 +191,7 @@ impl<M: Mover> Worker<M> {
                 }
             }
         }
-        match self.conn(who).phase {
+        match self.conn(who).life.phase {
             Phase::Reading => self.drive(who),
             Phase::Opening => {
                 self.read_ahead(who);
@@ -242,6 +202,7 @@ impl<M: Mover> Worker<M> {
                 }
             }
             Phase::Lingering => self.linger(who),
+            Phase::Closing => unreachable!("the epoll loop closes at once"),
         }
     }
 }

@@ -24,22 +24,22 @@
 //! (one request, one chunk of file, [`READ_TURN_BYTES`] of input) before
 //! the loop moves on, so one fast client cannot starve the others.
 //!
-//! The module is laid out as follows: `mover` is the interface a mover
-//! implements ([`Mover`], [`Tx`], [`Ticket`]); `datapath` holds the
-//! send/sendfile/open/eventfd helpers the movers share; `event_loop` runs
-//! `epoll_wait` and dispatches events; `conn` is a connection's life
-//! around its responses (accept, receive, lingering close, timeouts,
-//! drain); `respond` takes a request from the session to the socket
+//! What a connection does above its bytes (phases, deadlines, caches,
+//! listings, finishing, the drain) is the connection layer's
+//! ([`crate::conn`]), shared with the io-uring loop. Here: `mover` is the
+//! interface a mover implements ([`Mover`], [`Tx`]); `datapath` holds the
+//! send/sendfile/open helpers the movers share; `event_loop` runs
+//! `epoll_wait` and dispatches events; `conn` accepts, receives, lingers
+//! and closes; `respond` carries a request from the session to the socket
 //! (open, transmit, the mover's completions).
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::time::Instant;
 
-use spindle_core::{OpenRequest, Session};
+use spindle_core::OpenRequest;
 
-use super::WorkerContext;
-use crate::filecache::OpenFileCache;
+use crate::conn::{Life, Serving, Slots, Ticket, WorkerContext};
 
 mod conn;
 mod datapath;
@@ -48,11 +48,8 @@ mod mover;
 mod respond;
 mod tls;
 
-pub use datapath::{
-    drain_eventfd, last_bytes_ok, new_eventfd, open_error, open_sync, send_head, send_two,
-    sendfile, sendfile_range, Stop,
-};
-pub use mover::{Completion, Mover, OpenResult, Opened, Progress, Ticket, Tx};
+pub use datapath::{between_chunks, last_bytes_ok, open_sync, send_head, sendfile_range};
+pub use mover::{Completion, Mover, Opened, Progress, Tx};
 pub use tls::{EpollTls, Sock};
 
 /// Events taken from the kernel per `epoll_wait`.
@@ -63,102 +60,57 @@ pub const RECV_BUF_SIZE: usize = 16 * 1024;
 pub const READ_TURN_BYTES: usize = 64 * 1024;
 /// Connections accepted per listener per turn.
 pub const ACCEPT_BATCH: usize = 64;
-/// Largest single `sendfile(2)` call.
-pub const MAX_SENDFILE: u64 = 1 << 30;
 
 const TOKEN_SHUTDOWN: u64 = u64::MAX;
 const TOKEN_MOVER: u64 = u64::MAX - 1;
 const TOKEN_LISTED: u64 = u64::MAX - 2;
+/// Listener tokens have the top bit, which a connection's ticket never
+/// has (generations stay below 2^31: `conn::Slots`).
 const TOKEN_LISTENER: u64 = 1 << 63;
-const MAX_GEN: u32 = (1 << 31) - 1;
 
 // ----- the worker -------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for (more of) a request.
-    Reading,
-    /// The mover is opening the requested path.
-    Opening,
-    /// Transmitting a response.
-    Sending,
-    /// Write side shut; reading and discarding until EOF or timeout.
-    Lingering,
-}
-
+/// A connection as this loop keeps it: its life (`conn::Life`) and the
+/// socket, readiness and response in transmission.
 struct Conn<S> {
     fd: OwnedFd,
-    gen: u32,
-    session: Session,
-    /// Its count under `--max-connections-per-ip`, given back on drop.
-    _per_ip: Option<crate::perip::IpSlot>,
-    /// When its current request was parsed (the log's request time).
-    req_at: Instant,
-    phase: Phase,
+    life: Life,
     can_read: bool,
     can_write: bool,
-    peer_eof: bool,
     /// In the ready list.
     queued: bool,
-    deadline: Instant,
     /// The path being opened, while `Opening`.
     open: Option<OpenRequest>,
     tx: Option<Tx>,
     st: S,
     /// The response waits for the mover (a read or a buffer).
     waiting: bool,
-    lingered: usize,
     /// HTTPS: the connection's TLS session (`tls.rs`).
     tls: Option<Box<EpollTls>>,
-    /// Waiting for a request with none under way: counted in the idle
-    /// gauge (`metrics.rs`) while set.
-    idle: bool,
-    /// Waiting (in `Phase::Opening`) for a directory listing from the
-    /// helpers (`crate::lister`).
-    listing: bool,
 }
 
 struct Worker<M: Mover> {
-    ctx: WorkerContext,
+    serve: Serving,
     mover: M,
     epfd: OwnedFd,
-    conns: Vec<Option<Conn<M::State>>>,
-    free: Vec<u32>,
-    live: usize,
-    max_conns: usize,
-    next_gen: u32,
+    conns: Slots<Conn<M::State>>,
     listeners: Vec<OwnedFd>,
     accept_ready: Vec<bool>,
-    accept_backoff: crate::backend::AcceptBackoff,
+    accept_backoff: crate::conn::policy::AcceptBackoff,
+    /// The accept gate is closed (a handover starting).
+    accept_paused: bool,
+    /// Connections with work left, each served a bounded turn.
     ready: VecDeque<Ticket>,
     done: Vec<(Ticket, Completion<M::Chunk>)>,
-    files: OpenFileCache,
-    /// Directory listings (`--autoindex`): jobs out and the cache; the
-    /// mailbox's eventfd is in the epoll set (`TOKEN_LISTED`).
-    lists: Option<crate::lister::Lists<Ticket>>,
     rbuf: Box<[u8]>,
     now: Instant,
     next_tick: Instant,
-    /// `--limit-rate`, and the responses waiting for their allowance,
-    /// resumed on the next tick.
-    rate: Option<crate::backend::RateLimit>,
-    throttled: Vec<Ticket>,
-    draining: bool,
-    /// The accept gate is closed (a handover starting).
-    accept_paused: bool,
-    drain_deadline: Option<Instant>,
-    /// No connection can expire before this: the tick skips the timeout
-    /// scan until then (see on_tick).
-    next_scan: Instant,
-    /// The TLS configuration new HTTPS connections get, and its generation
-    /// (a SIGHUP reload makes a new one; see `crate::tls::Shared`).
-    tls_cfg: Option<(u64, std::sync::Arc<rustls::ServerConfig>)>,
 }
 
 /// Runs one epoll worker with mover `M` until shutdown.
 pub fn run<M: Mover>(ctx: WorkerContext) -> Result<(), String> {
     let mover = M::new(&ctx)?;
     let mut w = Worker::new(ctx, mover)?;
-    let _ = w.ctx.ready.send(Ok(()));
+    let _ = w.serve.ctx.ready.send(Ok(()));
     w.event_loop()
 }

@@ -5,26 +5,11 @@
 use std::os::fd::{OwnedFd, RawFd};
 use std::rc::Rc;
 
-use spindle_core::response::FileMeta;
-use spindle_core::{OpenError, OpenRequest, Response};
+use spindle_core::{OpenRequest, Response};
 
 use super::tls::Sock;
-use crate::backend::WorkerContext;
-
-/// Names one connection for as long as it lives: a slot is reused only
-/// with a new generation, so a completion for a closed connection is
-/// recognised and dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket {
-    pub slot: u32,
-    pub gen: u32,
-}
-
-impl Ticket {
-    pub(super) fn token(self) -> u64 {
-        (self.gen as u64) << 32 | self.slot as u64
-    }
-}
+pub use crate::conn::OpenResult;
+use crate::conn::{Ticket, WorkerContext};
 
 /// One response in transmission: the head (status line and header fields,
 /// or a whole error page), then `left` bytes of `file` from `off`.
@@ -46,7 +31,7 @@ pub struct Tx {
     /// When the response started, and the `--limit-rate` it started
     /// under (a reload applies to the next responses).
     pub started: std::time::Instant,
-    pub rate: Option<crate::backend::RateLimit>,
+    pub rate: Option<crate::conn::policy::RateLimit>,
     /// Waiting in the worker's throttled list for the next tick.
     pub throttled: bool,
     /// Body bytes this turn may still send (`--limit-rate`; else
@@ -110,9 +95,6 @@ pub enum Opened {
     /// Reported later through [`Mover::reap`].
     Later,
 }
-
-/// An opened path: its descriptor, its metadata and the device it lives on.
-pub type OpenResult = Result<(OwnedFd, FileMeta, u64), OpenError>;
 
 /// A finished asynchronous operation of a mover.
 pub enum Completion<C> {

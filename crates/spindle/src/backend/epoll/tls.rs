@@ -18,7 +18,7 @@ use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
-use super::datapath::{send_two, Stop};
+use crate::sys::{send_two, Stop};
 
 /// Ciphertext one connection may hold unsent before sends report the
 /// socket full (a socket buffer's worth).

@@ -13,8 +13,9 @@ use std::collections::VecDeque;
 use io_uring::squeue;
 
 use super::ring::Op;
-use super::{Device, Phase, Worker, MAX_DEVICES};
+use super::{Device, Worker, MAX_DEVICES};
 use crate::config::Depth as DepthMode;
+use crate::conn::Phase;
 use crate::depth::Depth;
 use crate::metrics::ReadMode;
 
@@ -30,7 +31,7 @@ impl Worker {
         }
         self.devices.push(Device {
             dev,
-            depth: Depth::new(self.ctx.cfg.max_inflight),
+            depth: Depth::new(self.serve.ctx.cfg.max_inflight),
             inflight: 0,
             waiters: VecDeque::new(),
         });
@@ -38,7 +39,7 @@ impl Worker {
     }
 
     fn disk_limit(&self, d: usize) -> u32 {
-        match self.ctx.cfg.depth {
+        match self.serve.ctx.cfg.depth {
             DepthMode::Adaptive => self.devices[d].depth.limit(),
             // The chunk pool and io-wq's cap bound it.
             DepthMode::Fixed => u32::MAX,
@@ -67,11 +68,11 @@ impl Worker {
     pub(super) fn push_disk_read(&mut self, slot: u32, op: Op, sqe: squeue::Entry) {
         debug_assert!(matches!(op, Op::Read | Op::ReadAhead));
         let now = self.now;
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let d = c.dev;
         c.disk_at = now;
         let direct = op == Op::ReadAhead || c.tx.as_ref().is_some_and(|t| t.direct);
-        self.ctx.metrics.disk_read(if direct {
+        self.serve.ctx.metrics.disk_read(if direct {
             ReadMode::Direct
         } else {
             ReadMode::PageCache
@@ -86,21 +87,21 @@ impl Worker {
     pub(super) fn disk_read_done(&mut self, slot: u32, res: i32) {
         let d = self.conn(slot).dev;
         let now = self.now;
-        let bound = !self.pool_waiters.is_empty() || !self.devices[d].waiters.is_empty();
+        let bound = !self.pool.waiters.is_empty() || !self.devices[d].waiters.is_empty();
         let dv = &mut self.devices[d];
         assert!(dv.inflight > 0, "disk read completion with none in flight");
         dv.inflight -= 1;
-        if self.ctx.cfg.depth == DepthMode::Adaptive {
+        if self.serve.ctx.cfg.depth == DepthMode::Adaptive {
             dv.depth.complete(now, res.max(0) as u64, bound);
         }
         while self.devices[d].inflight < self.disk_limit(d) {
             let Some(s) = self.devices[d].waiters.pop_front() else {
                 break;
             };
-            let Some(c) = self.conns[s as usize].as_mut() else {
+            let Some(c) = self.conns.at(s) else {
                 continue;
             };
-            if !std::mem::take(&mut c.disk_waiting) || c.phase != Phase::Sending {
+            if !std::mem::take(&mut c.disk_waiting) || c.life.phase != Phase::Sending {
                 continue;
             }
             self.pump(s);

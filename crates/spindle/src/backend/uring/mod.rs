@@ -12,7 +12,7 @@
 //! buffered-read path (or an io-wq thread, capped at `--max-inflight`),
 //! while the loop keeps serving other connections.
 //!
-//! Data path (ARCHITECTURE.md has the measurements): a cached file of at
+//! Data path (docs/decisions.md has the measurements): a cached file of at
 //! most 16 KiB goes out with its head in one `SEND` from the open-file
 //! cache. Other bodies under 64 KiB are `READ` into a chunk buffer from a
 //! bounded per-worker pool (`--max-inflight` buffers of `--chunk-size`
@@ -30,10 +30,13 @@
 //! in the worker until the ring has reported the operation's final
 //! completion; the worker returns only when no operation is in flight.
 //!
-//! Where things are: this file holds the state (the worker, its connection
-//! slots and their responses, the chunk buffers); `ring.rs` sets the ring
-//! up and dispatches each completion; `conn.rs` is a connection's life
-//! (accept, receive, the protocol loop, lingering close, timeouts, drain);
+//! What a connection does above its bytes is the connection layer's
+//! ([`crate::conn`]), shared with the epoll loop. Where things are here:
+//! this file holds the state (the worker, its connections and their
+//! responses, the chunk buffers); `ring.rs` sets the ring up and
+//! dispatches each completion; `accept.rs` accepts; `conn.rs` does for a
+//! connection what the ring must (receive, opens, lingering close, the
+//! tick);
 //! `tx.rs` sends a response (head, `sendfile`, `SEND` from a buffer);
 //! `tls.rs` puts HTTPS connections' bytes through rustls;
 //! `read.rs` reads the body from disk (page cache or `O_DIRECT`, and the
@@ -58,10 +61,9 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use io_uring::{types, IoUring};
-use spindle_core::{OpenRequest, Response, Session};
+use spindle_core::{OpenRequest, Response};
 
-use super::WorkerContext;
-use crate::filecache::OpenFileCache;
+use crate::conn::{Life, Serving, Slots, WorkerContext};
 use crate::fs;
 
 /// Submission queue entries per ring (the completion queue is four times this).
@@ -79,25 +81,11 @@ pub const MAX_DEVICES: usize = 16;
 /// Bodies at least this large go out by `sendfile(2)` when their pages are
 /// cached (by `cachestat(2)`); smaller ones are copied with one `READ` into
 /// the buffer that already holds the head, so that head and body leave in
-/// one `SEND`. See ARCHITECTURE.md for the measurements behind the value.
+/// one `SEND`. See docs/decisions.md for the measurements behind the value.
 pub const SENDFILE_MIN: u64 = 64 * 1024;
 
 const BGID: u16 = 0;
 const NO_SLOT: u32 = 0xFF_FFFF;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for (more of) a request.
-    Reading,
-    /// `OPENAT2` in flight.
-    Opening,
-    /// Transmitting a response.
-    Sending,
-    /// Write side shut; reading and discarding until EOF or timeout.
-    Lingering,
-    /// Waiting for in-flight operations to finish, then `CLOSE`.
-    Closing,
-}
 
 /// The path and `open_how` of an `OPENAT2`; boxed so their addresses stay
 /// fixed while the kernel reads them.
@@ -173,7 +161,7 @@ struct Tx {
     /// When the response started, and the `--limit-rate` it started
     /// under (a reload applies to the next responses).
     started: Instant,
-    rate: Option<crate::backend::RateLimit>,
+    rate: Option<crate::conn::policy::RateLimit>,
     /// Waiting in `Worker::throttled` for the next tick.
     throttled: bool,
 }
@@ -224,30 +212,23 @@ impl ChunkBuf {
     }
 }
 
+/// A connection as this loop keeps it: its life (`conn::Life`) beside
+/// what only the ring needs.
 struct Conn {
     fd: RawFd,
-    gen: u32,
-    session: Session,
-    /// Its count under `--max-connections-per-ip`, given back on drop.
-    _per_ip: Option<crate::perip::IpSlot>,
-    /// When its current request was parsed (the log's request time).
-    req_at: Instant,
-    phase: Phase,
+    life: Life,
     /// Ring operations in flight that name this slot.
     inflight: u32,
     /// A multishot `RECV` is armed (until its final completion).
     recv_armed: bool,
     /// ... and a cancel for it is on its way.
     recv_cancelling: bool,
-    peer_eof: bool,
-    deadline: Instant,
     open: Option<Box<PendingOpen>>,
     file: Option<Rc<OwnedFd>>,
     /// `file` was opened for this request and kept out of the open-file
     /// cache: the file's first use (see recent.rs).
     first_use: bool,
     tx: Option<Tx>,
-    lingered: usize,
     /// The device of the file being sent, as an index into
     /// `Worker::devices`: whose depth its disk reads count against.
     dev: usize,
@@ -256,15 +237,9 @@ struct Conn {
     /// HTTPS: the connection's TLS session (`tls.rs`); boxed, so that the
     /// records a `SEND` is sending do not move with the slot vector.
     tls: Option<Box<tls::TlsState>>,
-    /// Waiting for a request with none under way: counted in the idle
-    /// gauge (`metrics.rs`) while set.
-    idle: bool,
     /// When the disk read in flight (`Op::Read`, `ReadAhead` or
     /// `PageWait`; at most one at a time) was issued: the loop's time.
     disk_at: Instant,
-    /// Waiting (in `Phase::Opening`) for a directory listing from the
-    /// helpers (`crate::lister`).
-    listing: bool,
     /// In bulk sending (`net::set_bulk`) while a body of more than one
     /// loop turn goes by `sendfile` (`Worker::send_ready`); `finish_tx`
     /// ends it.
@@ -283,80 +258,37 @@ struct Device {
 
 struct Worker {
     ring: IoUring,
-    ctx: WorkerContext,
-    conns: Vec<Option<Conn>>,
-    free: Vec<u32>,
-    live: usize,
-    max_conns: usize,
-    next_gen: u32,
+    /// What every loop shares about serving (`conn::Serving`).
+    serve: Serving,
+    conns: Slots<Conn>,
     /// Every operation in flight, for the shutdown invariant.
     ring_inflight: usize,
-    // Receive buffers, provided to the kernel through a buffer ring.
-    recv_bufs: Box<[u8]>,
-    br_entries: *mut types::BufRingEntry,
-    br_layout: std::alloc::Layout,
-    br_tail: u16,
-    // Chunk buffer pool.
-    pool: Vec<ChunkBuf>,
-    pool_free: Vec<u32>,
-    pool_limit: usize,
-    pool_waiters: VecDeque<u32>,
-    chunk_size: usize,
+    /// Receive buffers, provided to the kernel through a buffer ring.
+    recv: ring::RecvRing,
+    /// Chunk buffers (`pool.rs`).
+    pool: pool::Pool,
     /// Disk-read depth per device, at most [`MAX_DEVICES`] (`disk.rs`).
     devices: Vec<Device>,
-    // Accepting.
-    accept_armed: Vec<bool>,
-    accept_backoff: crate::backend::AcceptBackoff,
-    listeners: Vec<OwnedFd>,
-    /// Listeners from this index on serve HTTPS with `tls_shared`'s
-    /// configuration, of which `tls_cfg` is this worker's copy (refreshed
-    /// when a reload moves the generation).
-    tls_from: usize,
-    tls_shared: Option<std::sync::Arc<crate::tls::Shared>>,
-    tls_cfg: Option<(u64, std::sync::Arc<rustls::ServerConfig>)>,
-    // Timers and shutdown.
-    now: Instant,
-    /// `--limit-rate`, and the responses waiting for their allowance
-    /// (slot and generation), resumed on the next tick.
-    rate: Option<crate::backend::RateLimit>,
-    throttled: Vec<(u32, u32)>,
-    tick_ts: Box<types::Timespec>,
-    tick_armed: bool,
-    /// A multishot poll on the open-file cache's inotify fd is in flight:
-    /// the cache then drains inotify only in batches where it fired,
-    /// instead of with one `read` after every wait.
-    notify_armed: bool,
-    wake_buf: Box<u64>,
-    /// Where the one-page `READ`s that wait for readahead land (see
-    /// `Tx::map`). Nothing ever reads it; the kernel may write it from
-    /// several such `READ`s at once.
-    page_sink: Box<[u8]>,
+    accept: accept::Accepting,
+    /// Operations on the worker's own descriptors that are kept armed.
+    armed: ring::Armed,
+    /// What those operations read into, and the tick's timespec, boxed so
+    /// that their addresses stay fixed while the kernel holds them.
+    fixed: ring::Fixed,
     /// Cloned by every response that holds a readahead lead
     /// (`read::Lead`): its strong count, less this one, is how many share
     /// `read::LEAD_BUDGET`.
     leaders: Rc<()>,
-    draining: bool,
-    /// The accept gate is closed (a handover starting): no accept is
-    /// armed; `gate_acked` once this worker told the gate so.
-    accept_paused: bool,
-    gate_acked: bool,
-    drain_deadline: Option<Instant>,
-    /// No connection can expire before this: the tick skips the timeout
-    /// scan until then (see on_tick).
-    next_scan: Instant,
+    /// Receives to arm again once this batch of completions is handled
+    /// (they failed for want of a provided buffer).
     rearm: Vec<u32>,
-    files: OpenFileCache,
-    /// Directory listings (`--autoindex`): jobs out, the cache, and a
-    /// `READ` on the mailbox's eventfd (`Op::Listed`) into `list_buf`.
-    lists: Option<crate::lister::Lists<(u32, u32)>>,
-    listed_armed: bool,
-    list_buf: Box<u64>,
+    now: Instant,
 }
 
 /// Runs one io_uring worker until shutdown.
 pub fn run(ctx: WorkerContext) -> Result<(), String> {
     let mut w = Worker::new(ctx)?;
-    let _ = w.ctx.ready.send(Ok(()));
+    let _ = w.serve.ctx.ready.send(Ok(()));
     w.event_loop()?;
     Ok(())
 }
@@ -367,8 +299,6 @@ impl Drop for Worker {
         // `drop`), so unregister first: the kernel must stop referring to
         // the buffer ring memory before it is freed.
         let _ = self.ring.submitter().unregister_buf_ring(BGID);
-        // SAFETY: allocated in `new` with this layout; the kernel no longer
-        // refers to it after unregister_buf_ring.
-        unsafe { std::alloc::dealloc(self.br_entries.cast(), self.br_layout) };
+        self.recv.free();
     }
 }

@@ -1,7 +1,33 @@
 //! The bounded pool of chunk buffers, shared by the worker's responses in
 //! the order they asked.
 
-use super::{ChunkBuf, Phase, Worker, HEAD_RESERVE};
+use std::collections::VecDeque;
+
+use super::{ChunkBuf, Worker, HEAD_RESERVE};
+use crate::conn::Phase;
+
+/// At most `limit` chunk buffers of `HEAD_RESERVE + chunk_size` bytes,
+/// made as they are first needed, and the responses waiting for one.
+pub(super) struct Pool {
+    pub(super) bufs: Vec<ChunkBuf>,
+    pub(super) free: Vec<u32>,
+    pub(super) limit: usize,
+    /// Slots of responses waiting for a buffer, in the order they asked.
+    pub(super) waiters: VecDeque<u32>,
+    pub(super) chunk_size: usize,
+}
+
+impl Pool {
+    pub(super) fn new(limit: usize, chunk_size: usize) -> Pool {
+        Pool {
+            bufs: Vec::new(),
+            free: Vec::new(),
+            limit,
+            waiters: VecDeque::new(),
+            chunk_size,
+        }
+    }
+}
 
 impl Worker {
     /// Returns the response's chunk buffers to the pool: the main one (its
@@ -9,7 +35,7 @@ impl Worker {
     /// buffer whose READ has completed; one still being read stays with the
     /// response until on_read_ahead.
     pub(super) fn release_tx(&mut self, slot: u32) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         if let Some(tx) = c.tx.as_mut() {
             let main = tx.buf.take();
             let ahead = match &tx.ahead {
@@ -23,25 +49,26 @@ impl Worker {
     }
 
     pub(super) fn take_pool_buf(&mut self) -> Option<u32> {
-        if let Some(b) = self.pool_free.pop() {
+        if let Some(b) = self.pool.free.pop() {
             return Some(b);
         }
-        if self.pool.len() < self.pool_limit {
+        if self.pool.bufs.len() < self.pool.limit {
             self.pool
-                .push(ChunkBuf::new(HEAD_RESERVE + self.chunk_size));
-            return Some((self.pool.len() - 1) as u32);
+                .bufs
+                .push(ChunkBuf::new(HEAD_RESERVE + self.pool.chunk_size));
+            return Some((self.pool.bufs.len() - 1) as u32);
         }
         None
     }
 
     pub(super) fn give_pool_buf(&mut self, b: u32) {
-        self.pool_free.push(b);
+        self.pool.free.push(b);
         // Wake the first waiter that is still sending.
-        while let Some(s) = self.pool_waiters.pop_front() {
-            let Some(c) = self.conns[s as usize].as_mut() else {
+        while let Some(s) = self.pool.waiters.pop_front() {
+            let Some(c) = self.conns.at(s) else {
                 continue;
             };
-            if c.phase != Phase::Sending {
+            if c.life.phase != Phase::Sending {
                 continue;
             }
             let Some(tx) = c.tx.as_mut() else { continue };

@@ -9,11 +9,12 @@ use std::rc::Rc;
 use io_uring::{opcode, types};
 
 use super::ring::Op;
-use super::{Ahead, Phase, Tx, Worker, HEAD_RESERVE};
-use crate::backend::epoll::{self, Stop};
-use crate::backend::{read_failed, truncated};
+use super::{Ahead, Tx, Worker, HEAD_RESERVE};
+use crate::conn::policy::{read_failed, truncated};
+use crate::conn::Phase;
 use crate::fs;
 use crate::metrics::ReadMode;
+use crate::sys::{self, Stop};
 
 /// The readahead lead (see [`lead`]) touches the file every this many
 /// bytes: the largest folio the page cache makes here (a PMD, 2 MiB on
@@ -113,10 +114,10 @@ impl Worker {
     /// sends the current one, in a second buffer, if the pool has one that
     /// no other response is waiting for.
     pub(super) fn read_ahead(&mut self, slot: u32) {
-        let chunk = self.chunk_size;
-        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let chunk = self.pool.chunk_size;
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
-        if !tx.direct || tx.ahead.is_some() || tx.file_left == 0 || !self.pool_waiters.is_empty() {
+        if !tx.direct || tx.ahead.is_some() || tx.file_left == 0 || !self.pool.waiters.is_empty() {
             return;
         }
         if !self.disk_slot(slot, false) {
@@ -125,7 +126,7 @@ impl Worker {
         let Some(b) = self.take_pool_buf() else {
             return;
         };
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("response in progress");
         let skip = (tx.file_off % fs::DIRECT_ALIGN as u64) as usize;
@@ -140,7 +141,8 @@ impl Worker {
             want,
             res: None,
         });
-        let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
+        let dst =
+            self.pool.bufs[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
         let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
             .offset(offset)
             .build();
@@ -148,14 +150,14 @@ impl Worker {
     }
 
     pub(super) fn on_read_ahead(&mut self, slot: u32, res: i32) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("read-ahead without a response");
         let a = tx
             .ahead
             .as_mut()
             .expect("read-ahead completion without one");
         a.res = Some(res);
-        if c.phase == Phase::Closing {
+        if c.life.phase == Phase::Closing {
             // Only this buffer: the main one may still be under a SEND
             // being cancelled.
             let b = tx.ahead.take().expect("read-ahead").buf;
@@ -170,7 +172,7 @@ impl Worker {
 
     /// Makes the completed read-ahead the response's buffer, and sends it.
     pub(super) fn take_ahead(&mut self, slot: u32) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("response in progress");
         debug_assert!(tx.buf_pos == tx.buf_end, "buffer not yet sent");
@@ -198,7 +200,7 @@ impl Worker {
         if let Some(old) = old {
             self.give_pool_buf(old);
         }
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
         if res < 0 || (res as usize) < a.skip + a.want {
             // A short read: the file shrank (see on_read). A read-ahead
@@ -217,9 +219,9 @@ impl Worker {
     }
 
     pub(super) fn on_read(&mut self, slot: u32, res: i32) {
-        let progress_deadline = self.now + self.ctx.cfg.send_timeout;
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        if c.phase == Phase::Closing {
+        let progress_deadline = self.now + self.serve.ctx.cfg.send_timeout;
+        let c = self.conns.live_at(slot);
+        if c.life.phase == Phase::Closing {
             self.release_tx(slot);
             self.maybe_release(slot);
             return;
@@ -285,11 +287,11 @@ impl Worker {
         if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
             return;
         }
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("tx");
         if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
             if tx.head_sent < tx.resp.head.len() {
-                match epoll::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                match sys::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
                     Ok(k) => tx.head_sent += k,
                     Err(Stop::Full) => {}
                     Err(Stop::Fail) => {
@@ -302,7 +304,7 @@ impl Worker {
                 let mut sent = 0u64;
                 while sent < got as u64 {
                     let mut off = start + sent;
-                    match epoll::sendfile(c.fd, file, &mut off, got as u64 - sent) {
+                    match sys::sendfile(c.fd, file, &mut off, got as u64 - sent) {
                         Ok(0) => {
                             // The file shrank since the READ.
                             truncated();
@@ -320,7 +322,7 @@ impl Worker {
                 tx.buf_pos += sent as usize;
                 tx.body_sent += sent;
                 if sent > 0 {
-                    c.deadline = progress_deadline;
+                    c.life.deadline = progress_deadline;
                 }
             }
         }
@@ -333,7 +335,8 @@ impl Worker {
         if head_left > 0 && head_left <= tx.buf_pos {
             debug_assert_eq!(tx.buf_pos, data);
             let at = tx.buf_pos - head_left;
-            self.pool[b].get_mut()[at..tx.buf_pos].copy_from_slice(&tx.resp.head[tx.head_sent..]);
+            self.pool.bufs[b].get_mut()[at..tx.buf_pos]
+                .copy_from_slice(&tx.resp.head[tx.head_sent..]);
             tx.buf_pos = at;
             tx.head_in_buf = true;
         }
@@ -351,7 +354,7 @@ impl Worker {
     /// and the connection stays usable; otherwise it is dropped, since the
     /// head promised bytes that cannot follow.
     pub(super) fn body_read_failed(&mut self, slot: u32, errno: i32) {
-        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
         let answered = tx.nothing_out();
         read_failed(errno, answered);
@@ -366,16 +369,16 @@ impl Worker {
     /// operation is in flight, with the session's 500 (or, for a passing
     /// `errno`, 503 with `Retry-After`); the connection stays usable.
     pub(super) fn answer_instead(&mut self, slot: u32, errno: i32) {
-        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
         debug_assert!(tx.head_sent == 0 && tx.body_sent == 0 && !tx.resp.continued);
         debug_assert!(tx.ahead.is_none(), "read-ahead before anything was sent");
         self.release_tx(slot);
-        let cfg = self.ctx.session_cfg.clone();
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let cfg = self.serve.ctx.session_cfg.clone();
+        let c = self.conns.live_at(slot);
         c.tx = None;
         c.file = None;
-        let resp = c.session.body_failed(&cfg, errno);
+        let resp = c.life.session.body_failed(&cfg, errno);
         self.start_tx(slot, resp);
     }
 
@@ -387,22 +390,22 @@ impl Worker {
     /// page then goes by `sendfile` (see `Tx::map`).
     pub(super) fn wait_page(&mut self, slot: u32) {
         let page = fs::page_size() as u64;
-        let c = self.conns[slot as usize].as_ref().expect("live slot");
+        let c = self.conns.live_at(slot);
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_ref().expect("response in progress");
         let offset = tx.file_off / page * page;
-        let dst = self.page_sink.as_mut_ptr();
+        let dst = self.fixed.page_sink.as_mut_ptr();
         let sqe = opcode::Read::new(types::Fd(file), dst, page as u32)
             .offset(offset)
             .build();
         self.conn(slot).disk_at = self.now;
-        self.ctx.metrics.disk_read(ReadMode::PageCache);
+        self.serve.ctx.metrics.disk_read(ReadMode::PageCache);
         self.push_conn(slot, Op::PageWait, sqe);
     }
 
     pub(super) fn on_page_wait(&mut self, slot: u32, res: i32) {
         let c = self.conn(slot);
-        if c.phase == Phase::Closing {
+        if c.life.phase == Phase::Closing {
             self.maybe_release(slot);
             return;
         }

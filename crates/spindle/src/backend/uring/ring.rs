@@ -1,14 +1,13 @@
 //! The ring: its setup, submission helpers, the completion loop and the
 //! dispatch of each completion to the connection it names.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use super::{Phase, Worker, BGID, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
-use crate::backend::{WorkerContext, TICK};
-use crate::filecache::OpenFileCache;
+use super::{Worker, BGID, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
+use crate::conn::policy::TICK;
+use crate::conn::{Phase, Serving, Slots, WorkerContext};
 use crate::fs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,8 +74,84 @@ pub(super) fn ud_parts(v: u64) -> (Op, u32, u32) {
     )
 }
 
+/// The receive buffers and the buffer ring through which the kernel
+/// picks one for each `RECV` completion.
+pub(super) struct RecvRing {
+    pub(super) bufs: Box<[u8]>,
+    pub(super) entries: *mut types::BufRingEntry,
+    pub(super) layout: std::alloc::Layout,
+    pub(super) tail: u16,
+}
+
+impl RecvRing {
+    fn new(ring: &IoUring) -> Result<RecvRing, String> {
+        let count = RECV_BUF_COUNT as usize;
+        let bufs = vec![0u8; count * RECV_BUF_SIZE].into_boxed_slice();
+        let layout = std::alloc::Layout::from_size_align(
+            count * std::mem::size_of::<types::BufRingEntry>(),
+            4096,
+        )
+        .expect("buffer ring layout");
+        // SAFETY: the layout has a non-zero size.
+        let entries = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
+        if entries.is_null() {
+            return Err("out of memory for the receive buffer ring".into());
+        }
+        // SAFETY: `entries` points at `count` zeroed, page-aligned entries
+        // that stay allocated until Worker::drop, which runs only after the
+        // ring (and with it the registration) is gone.
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(entries as u64, RECV_BUF_COUNT, BGID, 0)
+                .map_err(|e| format!("io_uring provided buffers unavailable: {e}"))?;
+        }
+        Ok(RecvRing {
+            bufs,
+            entries,
+            layout,
+            tail: 0,
+        })
+    }
+
+    /// Frees the entries; only once the ring no longer refers to them
+    /// (`Worker::drop`, after `unregister_buf_ring`).
+    pub(super) fn free(&mut self) {
+        // SAFETY: allocated in `new` with this layout; the caller has
+        // unregistered the buffer ring, so the kernel no longer refers to
+        // it; the pointer is nulled so that it is freed once.
+        unsafe { std::alloc::dealloc(self.entries.cast(), self.layout) };
+        self.entries = std::ptr::null_mut();
+    }
+}
+
+/// Which of the worker's own operations are in the ring (each is armed
+/// again from its completion, and cancelled at the drain).
+#[derive(Default)]
+pub(super) struct Armed {
+    pub(super) tick: bool,
+    /// A multishot poll on the open-file cache's inotify fd: the cache
+    /// then drains inotify only in batches where it fired, instead of with
+    /// one `read` after every wait.
+    pub(super) notify: bool,
+    /// A `READ` on the listing helpers' eventfd (`Op::Listed`).
+    pub(super) listed: bool,
+}
+
+/// Memory that the worker's own operations hand to the kernel.
+pub(super) struct Fixed {
+    pub(super) tick_ts: Box<types::Timespec>,
+    /// The shutdown eventfd's counter (`Op::Wake`).
+    pub(super) wake: Box<u64>,
+    /// The listing helpers' eventfd's counter (`Op::Listed`).
+    pub(super) listed: Box<u64>,
+    /// Where the one-page `READ`s that wait for readahead land (see
+    /// `Tx::map`). Nothing ever reads it; the kernel may write it from
+    /// several such `READ`s at once.
+    pub(super) page_sink: Box<[u8]>,
+}
+
 impl Worker {
-    pub(super) fn new(ctx: WorkerContext) -> Result<Worker, String> {
+    pub(super) fn new(mut ctx: WorkerContext) -> Result<Worker, String> {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -89,103 +164,46 @@ impl Worker {
         let inflight = ctx.cfg.max_inflight;
         let mut max = [inflight, inflight];
         let _ = ring.submitter().register_iowq_max_workers(&mut max);
-
-        let count = RECV_BUF_COUNT as usize;
-        let recv_bufs = vec![0u8; count * RECV_BUF_SIZE].into_boxed_slice();
-        let br_layout = std::alloc::Layout::from_size_align(
-            count * std::mem::size_of::<types::BufRingEntry>(),
-            4096,
-        )
-        .expect("buffer ring layout");
-        // SAFETY: the layout has a non-zero size.
-        let br_entries =
-            unsafe { std::alloc::alloc_zeroed(br_layout) }.cast::<types::BufRingEntry>();
-        if br_entries.is_null() {
-            return Err("out of memory for the receive buffer ring".into());
-        }
-        // SAFETY: `br_entries` points at `count` zeroed, page-aligned entries
-        // that stay allocated until Worker::drop, which runs only after the
-        // ring (and with it the registration) is gone.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(br_entries as u64, RECV_BUF_COUNT, BGID, 0)
-                .map_err(|e| format!("io_uring provided buffers unavailable: {e}"))?;
-        }
+        let recv = RecvRing::new(&ring)?;
         let max_conns = ctx.cfg.max_connections_per_worker();
-        let mut ctx = ctx;
         let listeners = std::mem::take(&mut ctx.listeners);
+        let pool =
+            super::pool::Pool::new(ctx.cfg.max_inflight as usize, ctx.cfg.chunk_size as usize);
+        let root = ctx.cfg.root.clone();
         let mut w = Worker {
             ring,
-            conns: Vec::new(),
-            free: Vec::new(),
-            live: 0,
-            max_conns,
-            next_gen: 1,
+            serve: Serving::new(ctx)?,
+            conns: Slots::new(max_conns),
             ring_inflight: 0,
-            recv_bufs,
-            br_entries,
-            br_layout,
-            br_tail: 0,
-            pool: Vec::new(),
-            pool_free: Vec::new(),
-            pool_limit: ctx.cfg.max_inflight as usize,
-            pool_waiters: VecDeque::new(),
-            chunk_size: ctx.cfg.chunk_size as usize,
+            recv,
+            pool,
             devices: Vec::new(),
-            accept_armed: vec![false; listeners.len()],
-            accept_backoff: Default::default(),
-            listeners,
-            tls_from: ctx.tls_from,
-            tls_shared: ctx.tls.clone(),
-            tls_cfg: ctx.tls.as_ref().map(|t| t.current()),
-            now: Instant::now(),
-            rate: crate::backend::RateLimit::from_config(&ctx.cfg),
-            throttled: Vec::new(),
-            tick_ts: Box::new(
-                types::Timespec::new()
-                    .sec(TICK.as_secs())
-                    .nsec(TICK.subsec_nanos()),
-            ),
-            tick_armed: false,
-            notify_armed: false,
-            wake_buf: Box::new(0),
-            page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
-            leaders: std::rc::Rc::default(),
-            draining: false,
-            accept_paused: false,
-            gate_acked: false,
-            drain_deadline: None,
-            next_scan: Instant::now(),
-            rearm: Vec::new(),
-            lists: match &ctx.lister {
-                Some(pool) => Some(crate::lister::Lists::new(
-                    pool.clone(),
-                    ctx.root.clone(),
-                    ctx.cfg.dotfiles,
-                    ctx.cfg.open_file_cache_valid,
-                )?),
-                None => None,
+            accept: super::accept::Accepting::new(listeners),
+            armed: Armed::default(),
+            fixed: Fixed {
+                tick_ts: Box::new(
+                    types::Timespec::new()
+                        .sec(TICK.as_secs())
+                        .nsec(TICK.subsec_nanos()),
+                ),
+                wake: Box::new(0),
+                listed: Box::new(0),
+                page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
             },
-            listed_armed: false,
-            list_buf: Box::new(0),
-            files: OpenFileCache::new(
-                ctx.cfg.open_file_cache,
-                ctx.cfg.open_file_cache_valid,
-                ctx.cfg.small_file_cache as usize,
-            ),
-            ctx,
+            leaders: std::rc::Rc::default(),
+            rearm: Vec::new(),
+            now: Instant::now(),
         };
         // The root's device is entry 0, where a connection's `dev` points
         // until its first file.
         let root_dev = std::os::unix::fs::MetadataExt::dev(
-            &std::fs::metadata(&w.ctx.cfg.root)
-                .map_err(|e| format!("{}: {e}", w.ctx.cfg.root.display()))?,
+            &std::fs::metadata(&root).map_err(|e| format!("{}: {e}", root.display()))?,
         );
         w.device(root_dev);
         for bid in 0..RECV_BUF_COUNT {
             w.provide_recv_buf(bid);
         }
-        for i in 0..w.listeners.len() {
+        for i in 0..w.accept.listeners.len() {
             w.arm_accept(i);
         }
         w.arm_tick();
@@ -198,8 +216,8 @@ impl Worker {
     /// A `READ` of the shutdown eventfd, written at shutdown and when the
     /// accept gate moves; armed again after each until the drain.
     pub(super) fn arm_wake(&mut self) {
-        let efd = self.ctx.shutdown.eventfd;
-        let ptr = (&mut *self.wake_buf as *mut u64).cast::<u8>();
+        let efd = self.serve.ctx.shutdown.eventfd;
+        let ptr = (&mut *self.fixed.wake as *mut u64).cast::<u8>();
         // wake_buf is a Box the worker owns for
         // its whole life, and at most one READ into it is in flight (armed
         // here only from its own completion, or once at start).
@@ -232,9 +250,8 @@ impl Worker {
     }
 
     pub(super) fn push_conn(&mut self, slot: u32, op: Op, sqe: squeue::Entry) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        c.inflight += 1;
-        let gen = c.gen;
+        self.conns.live_at(slot).inflight += 1;
+        let gen = self.conns.ticket(slot).expect("live slot").gen;
         self.push(sqe, ud(op, slot, gen));
     }
 
@@ -244,38 +261,38 @@ impl Worker {
         // masked into range. The kernel only consumes entries below the
         // tail, and this one is published by the tail store that follows.
         unsafe {
-            let e = &mut *self.br_entries.add((self.br_tail & mask) as usize);
-            e.set_addr(self.recv_bufs.as_ptr().add(bid as usize * RECV_BUF_SIZE) as u64);
+            let e = &mut *self.recv.entries.add((self.recv.tail & mask) as usize);
+            e.set_addr(self.recv.bufs.as_ptr().add(bid as usize * RECV_BUF_SIZE) as u64);
             e.set_len(RECV_BUF_SIZE as u32);
             e.set_bid(bid);
         }
-        self.br_tail = self.br_tail.wrapping_add(1);
+        self.recv.tail = self.recv.tail.wrapping_add(1);
         // SAFETY: the tail lives inside the entries allocation; the kernel
         // reads it with acquire semantics, so it is stored with release.
         unsafe {
             let tail =
-                types::BufRingEntry::tail(self.br_entries) as *const std::sync::atomic::AtomicU16;
-            (*tail).store(self.br_tail, std::sync::atomic::Ordering::Release);
+                types::BufRingEntry::tail(self.recv.entries) as *const std::sync::atomic::AtomicU16;
+            (*tail).store(self.recv.tail, std::sync::atomic::Ordering::Release);
         }
     }
 
     pub(super) fn arm_tick(&mut self) {
-        if self.tick_armed {
+        if self.armed.tick {
             return;
         }
-        self.tick_armed = true;
-        let ts: *const types::Timespec = &*self.tick_ts;
+        self.armed.tick = true;
+        let ts: *const types::Timespec = &*self.fixed.tick_ts;
         self.push(opcode::Timeout::new(ts).build(), ud(Op::Tick, NO_SLOT, 0));
     }
 
     pub(super) fn arm_notify(&mut self) {
-        if self.notify_armed || self.draining {
+        if self.armed.notify || self.serve.draining {
             return;
         }
-        let Some(fd) = self.files.notify_fd() else {
+        let Some(fd) = self.serve.files.notify_fd() else {
             return;
         };
-        self.notify_armed = true;
+        self.armed.notify = true;
         self.push(
             opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
                 .multi(true)
@@ -286,15 +303,15 @@ impl Worker {
 
     /// Keeps a `READ` on the listing helpers' eventfd in the ring.
     pub(super) fn arm_listed(&mut self) {
-        let Some(l) = &self.lists else {
+        let Some(l) = &self.serve.lists else {
             return;
         };
-        if self.listed_armed {
+        if self.armed.listed {
             return;
         }
         let fd = l.eventfd();
-        self.listed_armed = true;
-        let ptr = (&mut *self.list_buf as *mut u64).cast::<u8>();
+        self.armed.listed = true;
+        let ptr = (&mut *self.fixed.listed as *mut u64).cast::<u8>();
         self.push(
             opcode::Read::new(types::Fd(fd), ptr, 8).build(),
             ud(Op::Listed, NO_SLOT, 0),
@@ -306,7 +323,7 @@ impl Worker {
     pub(super) fn event_loop(&mut self) -> Result<(), String> {
         let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(RING_ENTRIES as usize);
         loop {
-            if self.draining && self.live == 0 {
+            if self.serve.draining && self.conns.live() == 0 {
                 self.stop_timers_and_listeners();
                 if self.ring_inflight == 0 {
                     return Ok(());
@@ -330,46 +347,45 @@ impl Worker {
             // poll's completion is queued before that of any request sent
             // afterwards: it is in this batch or an earlier one. Checking
             // the whole batch before serving any of it covers both.
-            if !self.notify_armed
+            if !self.armed.notify
                 || cqes
                     .iter()
                     .any(|&(u, _, _)| matches!(ud_parts(u).0, Op::Notify))
             {
-                self.files.batch();
+                self.serve.files.batch();
             }
             for &(user_data, res, flags) in &cqes {
                 self.complete(user_data, res, flags);
             }
             for slot in std::mem::take(&mut self.rearm) {
-                if let Some(c) = &self.conns[slot as usize] {
-                    if matches!(
-                        c.phase,
-                        Phase::Reading | Phase::Opening | Phase::Sending | Phase::Lingering
-                    ) {
-                        self.arm_recv(slot);
-                    }
+                if self
+                    .conns
+                    .at(slot)
+                    .is_some_and(|c| c.life.phase != Phase::Closing)
+                {
+                    self.arm_recv(slot);
                 }
             }
         }
     }
 
     pub(super) fn stop_timers_and_listeners(&mut self) {
-        if self.listed_armed {
-            self.listed_armed = false;
+        if self.armed.listed {
+            self.armed.listed = false;
             self.push(
                 opcode::AsyncCancel::new(ud(Op::Listed, NO_SLOT, 0)).build(),
                 ud(Op::Cancel, NO_SLOT, 0),
             );
         }
-        if self.notify_armed {
-            self.notify_armed = false;
+        if self.armed.notify {
+            self.armed.notify = false;
             self.push(
                 opcode::PollRemove::new(ud(Op::Notify, NO_SLOT, 0)).build(),
                 ud(Op::Cancel, NO_SLOT, 0),
             );
         }
-        if self.tick_armed {
-            self.tick_armed = false;
+        if self.armed.tick {
+            self.armed.tick = false;
             self.push(
                 opcode::TimeoutRemove::new(ud(Op::Tick, NO_SLOT, 0)).build(),
                 ud(Op::Cancel, NO_SLOT, 0),
@@ -386,16 +402,16 @@ impl Worker {
         match op {
             Op::Accept => self.on_accept(slot as usize, res, more),
             Op::Tick => {
-                if self.tick_armed {
-                    self.tick_armed = false;
+                if self.armed.tick {
+                    self.armed.tick = false;
                     self.on_tick();
                 }
             }
             Op::Wake => self.on_wake(),
             Op::Listed => {
                 // Armed again unless cancelled at shutdown (or failing).
-                let again = self.listed_armed && res >= 0;
-                self.listed_armed = false;
+                let again = self.armed.listed && res >= 0;
+                self.armed.listed = false;
                 if again {
                     self.arm_listed();
                 }
@@ -409,7 +425,7 @@ impl Worker {
                     // queue overflowed) is armed again; after an error, or
                     // the cancel at shutdown, it is not, so that a poll
                     // that keeps failing cannot spin the loop.
-                    self.notify_armed = false;
+                    self.armed.notify = false;
                     if res >= 0 {
                         self.arm_notify();
                     }
@@ -418,10 +434,11 @@ impl Worker {
             Op::Cancel => {}
             Op::Close if slot == NO_SLOT => {}
             _ => {
-                let Some(c) = self.conns[slot as usize].as_mut() else {
-                    panic!("completion {op:?} for empty slot {slot}");
+                // Invariant: a slot is reused only once no operation names
+                // it (`maybe_release`), so the ticket always finds it.
+                let Some(c) = self.conns.get(crate::conn::Ticket { slot, gen }) else {
+                    panic!("completion {op:?} for slot {slot}, which is empty or reused");
                 };
-                assert_eq!(c.gen, gen, "completion for a reused slot");
                 if !more {
                     // Only the final completion of a multishot ends it.
                     c.inflight -= 1;
@@ -429,7 +446,7 @@ impl Worker {
                 if matches!(op, Op::Read | Op::ReadAhead | Op::PageWait) {
                     // The loop's time: when this batch of completions came.
                     let took = self.now.saturating_duration_since(c.disk_at);
-                    self.ctx.metrics.disk_read_done(took);
+                    self.serve.ctx.metrics.disk_read_done(took);
                 }
                 if matches!(op, Op::Read | Op::ReadAhead) {
                     self.disk_read_done(slot, res);
@@ -444,9 +461,9 @@ impl Worker {
                     Op::TlsSend => self.on_tls_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
                     Op::PollOut => {
-                        if self.conn(slot).phase == Phase::Sending && res >= 0 {
+                        if self.conn(slot).life.phase == Phase::Sending && res >= 0 {
                             self.pump(slot);
-                        } else if self.conn(slot).phase == Phase::Sending {
+                        } else if self.conn(slot).life.phase == Phase::Sending {
                             self.abort(slot);
                         } else {
                             self.maybe_release(slot);

@@ -112,9 +112,9 @@ impl Worker {
     /// Ciphertext the ring received for `slot`: decrypt, feed the session,
     /// and send whatever rustls has to say (handshake, tickets, alerts).
     pub(super) fn tls_received(&mut self, slot: u32, data: &[u8]) -> Received {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tls = c.tls.as_mut().expect("TLS connection");
-        let session = &mut c.session;
+        let session = &mut c.life.session;
         let outcome = crate::tls::receive(&mut tls.conn, data, |p| session.feed(p));
         self.tls_flush(slot);
         outcome
@@ -129,11 +129,11 @@ impl Worker {
     /// them only once all are out, so a connection holds at most two
     /// chunks of records: backpressure stays the plain path's.
     pub(super) fn send_plain(&mut self, slot: u32, what: Plain) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
         let plain: &[u8] = match what {
             Plain::Head(from) => &tx.resp.head[from..],
-            Plain::Buf(b, from, to) => &self.pool[b as usize].get()[from..to],
+            Plain::Buf(b, from, to) => &self.pool.bufs[b as usize].get()[from..to],
         };
         let tls = c.tls.as_mut().expect("TLS connection");
         debug_assert_eq!(tls.plain_pending, 0, "one plaintext send at a time");
@@ -155,7 +155,7 @@ impl Worker {
 
     /// Starts a `SEND` of the pending records if none is in flight.
     pub(super) fn tls_flush(&mut self, slot: u32) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let fd = c.fd;
         let tls = c.tls.as_mut().expect("TLS connection");
         tls.take_records();
@@ -185,7 +185,7 @@ impl Worker {
     /// the socket before the FIN. Skipped while records are in flight: the
     /// close then goes without it, as before.
     pub(super) fn tls_close_notify(&mut self, slot: u32) {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let fd = c.fd;
         let tls = c.tls.as_mut().expect("TLS connection");
         if tls.sending || !tls.queued.is_empty() || tls.out_sent != tls.out.len() {
@@ -208,7 +208,7 @@ impl Worker {
     }
 
     pub(super) fn on_tls_send(&mut self, slot: u32, res: i32) {
-        let progress = self.now + self.ctx.cfg.send_timeout;
+        let progress = self.now + self.serve.ctx.cfg.send_timeout;
         let c = self.conn(slot);
         c.tls.as_mut().expect("TLS connection").sending = false;
         if !self.send_went(slot, res) {
@@ -217,7 +217,7 @@ impl Worker {
         let c = self.conn(slot);
         // Bytes moved: the response is making progress (--send-timeout
         // counts from the last one, as for a plain SEND).
-        c.deadline = progress;
+        c.life.deadline = progress;
         let tls = c.tls.as_mut().expect("TLS connection");
         tls.out_sent += res as usize;
         debug_assert!(tls.out_sent <= tls.out.len());

@@ -9,12 +9,13 @@ use spindle_core::Response;
 
 use super::read::go_direct;
 use super::ring::Op;
-use super::{Phase, Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
-use crate::backend::epoll::{self, Stop};
-use crate::backend::{changed, client_string, log_line, truncated, version_holds};
+use super::{Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
 use crate::config::FirstMiss;
+use crate::conn::policy::{changed, truncated, version_holds};
+use crate::conn::Phase;
 use crate::fs;
 use crate::net;
+use crate::sys::{self, Stop};
 
 /// Most bytes one `sendfile(2)` call is asked for, whatever the chunk size
 /// (lighttpd also sends 256 KiB at a time). With [`SENDFILE_TURN`] it bounds
@@ -67,13 +68,11 @@ impl Worker {
     // ----- transmitting -------------------------------------------------
 
     pub(super) fn start_tx(&mut self, slot: u32, resp: Response) {
-        let send_timeout = self.ctx.cfg.send_timeout;
-        let zero_copy = self.ctx.cfg.sendfile;
+        let zero_copy = self.serve.ctx.cfg.sendfile;
         let now = self.now;
-        let rate = self.rate;
-        let c = self.conn(slot);
-        c.phase = Phase::Sending;
-        c.deadline = now + send_timeout;
+        let rate = self.serve.rate;
+        let c = self.conns.live_at(slot);
+        c.life.sending(&self.serve.ctx, now);
         let (file_off, file_left) = resp.file.unwrap_or((0, 0));
         // O_DIRECT belongs to the open file description: only a
         // descriptor that nothing else holds may have it.
@@ -113,31 +112,13 @@ impl Worker {
 
     /// Issues the next operation of the response in progress.
     pub(super) fn pump(&mut self, slot: u32) {
-        let chunk = self.chunk_size;
-        let auto = self.ctx.cfg.first_miss == FirstMiss::Auto;
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let fd = c.fd;
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
         let buffered = tx.buf_pos < tx.buf_end;
         // 1. The head alone: when no file bytes follow, or when file bytes
         //    wait in the buffer without it (it did not fit in front).
         if tx.head_sent < tx.resp.head.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered) {
-            let h = &tx.resp.head[tx.head_sent..];
-            if c.tls.is_some() {
-                let from = tx.head_sent;
-                self.send_plain(slot, super::tls::Plain::Head(from));
-                return;
-            }
-            let more = if tx.file_left > 0 || buffered {
-                libc::MSG_MORE
-            } else {
-                0
-            };
-            let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
-                .flags(libc::MSG_NOSIGNAL | more)
-                .build();
-            self.push_conn(slot, Op::Send, sqe);
-            return;
+            return self.send_head_alone(slot, buffered);
         }
         // --limit-rate: a response that has used its allowance waits for
         // the next tick (on_tick pumps it again).
@@ -146,47 +127,15 @@ impl Worker {
                 && limit.allowance(self.now - tx.started, tx.body_sent) == 0
             {
                 if !std::mem::replace(&mut tx.throttled, true) {
-                    self.throttled.push((slot, c.gen));
+                    let who = self.conns.ticket(slot).expect("live slot");
+                    self.serve.throttled.push(who);
                 }
                 return;
             }
         }
-        // 2. Bytes in the chunk buffer, the rest of the head leading them
-        //    (the body's last ones once the file is checked).
+        // 2. Bytes in the chunk buffer, the rest of the head leading them.
         if buffered {
-            if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
-                return;
-            }
-            let c = self.conns[slot as usize].as_mut().expect("live slot");
-            let tx = c.tx.as_mut().expect("response in progress");
-            let b = tx.buf.expect("buffered bytes without a buffer");
-            let p = &self.pool[b as usize].get()[tx.buf_pos..tx.buf_end];
-            if c.tls.is_some() {
-                // The read-ahead first: send_plain may account the bytes at
-                // once and go on with the response (see send_plain).
-                let (from, to) = (tx.buf_pos, tx.buf_end);
-                self.read_ahead(slot);
-                self.send_plain(slot, super::tls::Plain::Buf(b, from, to));
-                return;
-            }
-            let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
-            // Under --limit-rate, no more than the allowance (the rest of
-            // the buffer goes on a later turn).
-            let len = match tx.rate {
-                Some(limit) => {
-                    let body_in =
-                        p.len() - tx.resp.head.len().saturating_sub(tx.head_sent).min(p.len());
-                    let allowed = limit.allowance(self.now - tx.started, tx.body_sent);
-                    p.len() - body_in + (body_in as u64).min(allowed.max(1)) as usize
-                }
-                None => p.len(),
-            };
-            let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), len as u32)
-                .flags(libc::MSG_NOSIGNAL | more)
-                .build();
-            self.push_conn(slot, Op::Send, sqe);
-            self.read_ahead(slot);
-            return;
+            return self.send_buffer(slot);
         }
         // 3. Done, once every TLS record of it is on the socket.
         if tx.file_left == 0 && tx.ahead.is_none() {
@@ -196,16 +145,101 @@ impl Worker {
                     return;
                 }
             }
-            self.finish_tx(slot);
+            return self.finish_tx(slot);
+        }
+        // 4. From the page cache by sendfile, where that cannot wait.
+        if self.send_cached(slot) {
             return;
         }
-        // 4. The next chunk straight from the page cache with sendfile,
-        //    when all of it is there (so it never waits for the disk). Not
-        //    for small bodies (one READ into the buffer behind the head and
-        //    one SEND are cheaper), and not once a chunk has missed
-        //    (Tx::missed). That also covers a descriptor gone O_DIRECT
-        //    (sendfile would then read the disk synchronously) and a
-        //    response holding a buffer: both come only from a READ.
+        // 5. The chunk read ahead, if there is one: its buffer becomes the
+        //    response's (the drained one goes back to the pool) ...
+        let tx = self.conns.live_at(slot).tx.as_mut().expect("tx");
+        if let Some(a) = &tx.ahead {
+            if a.res.is_none() {
+                tx.await_ahead = true;
+                return;
+            }
+            return self.take_ahead(slot);
+        }
+        // ... or a READ of the next chunk.
+        self.read_chunk(slot);
+    }
+
+    /// Pump step 1: a `SEND` of the head alone (or its records over TLS).
+    fn send_head_alone(&mut self, slot: u32, buffered: bool) {
+        let c = self.conns.live_at(slot);
+        let fd = c.fd;
+        let tx = c.tx.as_ref().expect("response in progress");
+        if c.tls.is_some() {
+            let from = tx.head_sent;
+            self.send_plain(slot, super::tls::Plain::Head(from));
+            return;
+        }
+        let h = &tx.resp.head[tx.head_sent..];
+        let more = if tx.file_left > 0 || buffered {
+            libc::MSG_MORE
+        } else {
+            0
+        };
+        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+            .flags(libc::MSG_NOSIGNAL | more)
+            .build();
+        self.push_conn(slot, Op::Send, sqe);
+    }
+
+    /// Pump step 2: a `SEND` of the bytes in the chunk buffer, the rest of
+    /// the head leading them (the body's last ones once the file is
+    /// checked), and the next chunk's read started meanwhile.
+    fn send_buffer(&mut self, slot: u32) {
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_ref().expect("response in progress");
+        if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
+            return;
+        }
+        let c = self.conns.live_at(slot);
+        let fd = c.fd;
+        let tx = c.tx.as_mut().expect("response in progress");
+        let b = tx.buf.expect("buffered bytes without a buffer");
+        let p = &self.pool.bufs[b as usize].get()[tx.buf_pos..tx.buf_end];
+        if c.tls.is_some() {
+            // The read-ahead first: send_plain may account the bytes at
+            // once and go on with the response (see send_plain).
+            let (from, to) = (tx.buf_pos, tx.buf_end);
+            self.read_ahead(slot);
+            self.send_plain(slot, super::tls::Plain::Buf(b, from, to));
+            return;
+        }
+        let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
+        // Under --limit-rate, no more than the allowance (the rest of
+        // the buffer goes on a later turn).
+        let len = match tx.rate {
+            Some(limit) => {
+                let body_in =
+                    p.len() - tx.resp.head.len().saturating_sub(tx.head_sent).min(p.len());
+                let allowed = limit.allowance(self.now - tx.started, tx.body_sent);
+                p.len() - body_in + (body_in as u64).min(allowed.max(1)) as usize
+            }
+            None => p.len(),
+        };
+        let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), len as u32)
+            .flags(libc::MSG_NOSIGNAL | more)
+            .build();
+        self.push_conn(slot, Op::Send, sqe);
+        self.read_ahead(slot);
+    }
+
+    /// Pump step 4: the next chunk straight from the page cache with
+    /// sendfile, when all of it is there (so it never waits for the disk).
+    /// Not for small bodies (one READ into the buffer behind the head and
+    /// one SEND are cheaper), and not once a chunk has missed
+    /// (`Tx::missed`). That also covers a descriptor gone O_DIRECT
+    /// (sendfile would then read the disk synchronously) and a response
+    /// holding a buffer: both come only from a READ. `true` when the
+    /// response went on (sent, waits, or ended).
+    fn send_cached(&mut self, slot: u32) -> bool {
+        let chunk = self.pool.chunk_size;
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
         debug_assert!(tx.missed || (!tx.direct && tx.buf.is_none()));
         if !tx.small && !tx.missed {
             // A body of several chunks is probed with mincore from the
@@ -217,10 +251,9 @@ impl Worker {
             if tx.resp.file.map_or(0, |(_, n)| n) > chunk as u64 {
                 map_file(tx, file);
             }
-            if self.send_ready(slot) {
-                return;
-            }
-        } else if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() {
+            return self.send_ready(slot);
+        }
+        if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() {
             // 4b. After a miss, a large body read through the page cache:
             //     the kernel's readahead is fetching the next pages. Send
             //     by sendfile what mincore finds uptodate, and wait in the
@@ -235,43 +268,38 @@ impl Worker {
                 if !self.send_ready(slot) {
                     self.wait_page(slot);
                 }
-                return;
+                return true;
             }
         }
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
-        let tx = c.tx.as_mut().expect("response in progress");
-        // 5. The chunk read ahead, if there is one: its buffer becomes the
-        //    response's (the drained one goes back to the pool) ...
-        if let Some(a) = &tx.ahead {
-            if a.res.is_none() {
-                tx.await_ahead = true;
-                return;
-            }
-            self.take_ahead(slot);
-            return;
-        }
-        // ... or an asynchronous READ into a chunk buffer, at HEAD_RESERVE
-        //    (the head goes in front once the bytes are in): through the page
-        //    cache, or with O_DIRECT on a file's first use (recent.rs); once
-        //    the device has a read slot free (disk.rs).
+        false
+    }
+
+    /// Pump step 5: an asynchronous READ of the next chunk into a chunk
+    /// buffer, at HEAD_RESERVE (the head goes in front once the bytes are
+    /// in): through the page cache, or with O_DIRECT on a file's first use
+    /// (recent.rs); once the device has a read slot free (disk.rs) and the
+    /// pool a buffer.
+    fn read_chunk(&mut self, slot: u32) {
+        let chunk = self.pool.chunk_size;
+        let auto = self.serve.ctx.cfg.first_miss == FirstMiss::Auto;
         if !self.disk_slot(slot, true) {
             return;
         }
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
         let b = match tx.buf {
             Some(b) => b,
             None => match self.take_pool_buf() {
                 Some(b) => b,
                 None => {
-                    let c = self.conns[slot as usize].as_mut().expect("live slot");
+                    let c = self.conns.live_at(slot);
                     c.tx.as_mut().expect("tx").waiting = true;
-                    self.pool_waiters.push_back(slot);
+                    self.pool.waiters.push_back(slot);
                     return;
                 }
             },
         };
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("tx");
         tx.buf = Some(b);
@@ -279,10 +307,8 @@ impl Worker {
             if auto && tx.file_left > chunk as u64 {
                 // Several chunks to go: through the page cache after all,
                 // on this response's own descriptor (and so its own
-                // readahead state). The kernel's readahead window (8 MiB
-                // here) beats O_DIRECT's one chunk ahead: 10 MB set, memory
-                // full, 2,764 against 1,830 MB/s at the same CPU per byte
-                // (docs/decisions.md).
+                // readahead state). The kernel's readahead window beats
+                // O_DIRECT's one chunk ahead (docs/decisions.md).
                 tx.first_use = false;
             } else {
                 // A first use whose chunk is not all in the page cache (a
@@ -316,7 +342,8 @@ impl Worker {
         tx.read_want = want;
         tx.missed = true;
         let offset = tx.file_off - skip as u64;
-        let dst = self.pool[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
+        let dst =
+            self.pool.bufs[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
         let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
             .offset(offset)
             .build();
@@ -333,9 +360,9 @@ impl Worker {
     /// response went on otherwise: finished, waiting for socket space, or
     /// aborted.
     pub(super) fn send_ready(&mut self, slot: u32) -> bool {
-        let chunk = self.chunk_size as u64;
-        let progress = self.now + self.ctx.cfg.send_timeout;
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let chunk = self.pool.chunk_size as u64;
+        let progress = self.now + self.serve.ctx.cfg.send_timeout;
+        let c = self.conns.live_at(slot);
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("response in progress");
@@ -347,7 +374,7 @@ impl Worker {
         }
         let mut turn = 0u64;
         loop {
-            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let c = self.conns.live_at(slot);
             let tx = c.tx.as_mut().expect("response in progress");
             if turn >= SENDFILE_TURN {
                 // Fairness: this connection has had its share of the loop's
@@ -365,8 +392,8 @@ impl Worker {
                     0 => {
                         // Used up: wait for the next tick (see pump).
                         if !std::mem::replace(&mut tx.throttled, true) {
-                            let gen = c.gen;
-                            self.throttled.push((slot, gen));
+                            let who = self.conns.ticket(slot).expect("live slot");
+                            self.serve.throttled.push(who);
                         }
                         return true;
                     }
@@ -394,14 +421,14 @@ impl Worker {
                     return true;
                 }
             }
-            let c = self.conns[slot as usize].as_mut().expect("live slot");
+            let c = self.conns.live_at(slot);
             let tx = c.tx.as_mut().expect("response in progress");
             if tx.head_sent < tx.resp.head.len() {
                 // The head goes first by a direct send (MSG_MORE: it joins
                 // the file bytes in one segment), saving a ring round trip;
                 // if the socket is full, by the ring, which waits for space
                 // (and then the response's pump comes back here).
-                match epoll::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                match sys::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
                     Ok(k) => tx.head_sent += k,
                     Err(Stop::Full) => {}
                     Err(Stop::Fail) => {
@@ -424,7 +451,7 @@ impl Worker {
                 c.bulk = net::set_bulk(fd);
             }
             let mut off = tx.file_off;
-            match epoll::sendfile(fd, file, &mut off, ready) {
+            match sys::sendfile(fd, file, &mut off, ready) {
                 Ok(0) => {
                     // The file shrank under us (see on_read).
                     truncated();
@@ -437,7 +464,7 @@ impl Worker {
                     tx.file_left -= r;
                     tx.body_sent += r;
                     turn += r;
-                    c.deadline = progress;
+                    c.life.deadline = progress;
                     if tx.file_left == 0 {
                         self.finish_tx(slot);
                         return true;
@@ -479,7 +506,7 @@ impl Worker {
     /// can still reach them: `sendfile = false` in the config sends every
     /// body from a copy instead (docs/reliability.md).
     pub(super) fn last_bytes_ok(&mut self, slot: u32) -> bool {
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
         let Some(file) = c.file.as_ref() else {
             return true;
@@ -501,7 +528,7 @@ impl Worker {
     /// is closing (then it is released once nothing is in flight) or the
     /// send failed (then it is dropped).
     pub(super) fn send_went(&mut self, slot: u32, res: i32) -> bool {
-        if self.conn(slot).phase == Phase::Closing {
+        if self.conn(slot).life.phase == Phase::Closing {
             self.release_tx(slot);
             self.maybe_release(slot);
             return false;
@@ -514,14 +541,14 @@ impl Worker {
     }
 
     pub(super) fn on_send(&mut self, slot: u32, res: i32) {
-        let send_timeout = self.ctx.cfg.send_timeout;
+        let send_timeout = self.serve.ctx.cfg.send_timeout;
         let now = self.now;
-        let others_waiting = !self.pool_waiters.is_empty();
+        let others_waiting = !self.pool.waiters.is_empty();
         if !self.send_went(slot, res) {
             return;
         }
         let c = self.conn(slot);
-        c.deadline = now + send_timeout;
+        c.life.deadline = now + send_timeout;
         let tx = c.tx.as_mut().expect("tx");
         let mut n = res as usize;
         if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
@@ -552,7 +579,7 @@ impl Worker {
 
     pub(super) fn finish_tx(&mut self, slot: u32) {
         self.release_tx(slot);
-        let c = self.conns[slot as usize].as_mut().expect("live slot");
+        let c = self.conns.live_at(slot);
         let mut tx = c.tx.take().expect("tx");
         if let Some(next) = tx.resp.take_next_part() {
             // A multipart body goes on with its next part, from the same
@@ -563,34 +590,15 @@ impl Worker {
         c.file = None;
         // The body's last bytes are queued: send what Nagle holds.
         net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
-        self.ctx
-            .metrics
-            .request(c.session.last_method(), tx.resp.status, tx.resp.body_len);
-        if self.ctx.log.enabled() {
-            let outcome = if tx.resp.file.is_none() {
-                "memory"
-            } else if tx.direct {
-                "direct"
-            } else if tx.missed {
-                "read"
-            } else {
-                "cache"
-            };
-            let line = log_line(
-                &self.ctx.cfg,
-                &client_string(&c.session, c.fd),
-                &c.session,
-                tx.resp.body_len,
-                self.now.saturating_duration_since(c.req_at),
-                outcome,
-            );
-            self.ctx.log.log(line);
-        }
-        c.session.sent();
-        if self.draining {
-            c.session.close();
-        }
-        c.phase = Phase::Reading;
+        let outcome = if tx.direct {
+            "direct"
+        } else if tx.missed {
+            "read"
+        } else {
+            "cache"
+        };
+        self.serve
+            .finished(&mut c.life, c.fd, &tx.resp, outcome, self.now);
         self.drive(slot);
     }
 }

@@ -1,0 +1,239 @@
+//! [`Life`]: what every connection is doing above its bytes, the same on
+//! every event loop. The loop keeps its own part of a connection (the
+//! socket, operations in flight, the response's buffers, TLS records) next
+//! to it.
+
+use std::time::Instant;
+
+use spindle_core::{Listing, OpenError, OpenRequest, Response, Session, Step};
+
+use super::policy::LINGER_TIMEOUT;
+use super::WorkerContext;
+use crate::metrics::Timeout;
+
+/// What a connection is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for (more of) a request.
+    Reading,
+    /// Opening the requested path, or waiting for a directory listing.
+    Opening,
+    /// Transmitting a response.
+    Sending,
+    /// Write side shut; reading and discarding until EOF or timeout.
+    Lingering,
+    /// Waiting for operations in flight to end before the socket is
+    /// closed (the io-uring loop; the epoll loop closes at once).
+    Closing,
+}
+
+/// What the loop must do next for a connection (from [`Life::next`]).
+#[derive(Debug)]
+pub enum Next {
+    /// Receive more bytes, then call [`Life::next`] again.
+    Receive,
+    /// Open this path ([`super::Serving::lookup`] first).
+    Open(OpenRequest),
+    /// Transmit this response.
+    Respond(Response),
+    /// Close the connection; with `linger`, shut the write side and read
+    /// what the peer still sends for a while first.
+    Close { linger: bool },
+}
+
+/// A connection's protocol session and the state around it that both
+/// loops keep alike.
+pub struct Life {
+    pub session: Session,
+    /// Its count under `--max-connections-per-ip`, given back on drop.
+    _per_ip: Option<crate::perip::IpSlot>,
+    /// When its current request was parsed (the log's request time).
+    pub req_at: Instant,
+    pub phase: Phase,
+    pub peer_eof: bool,
+    /// When the current phase times out (if it has a timeout).
+    pub deadline: Instant,
+    /// Bytes read and discarded while lingering.
+    pub lingered: usize,
+    /// Waiting for a request with none under way: counted in the idle
+    /// gauge (`metrics.rs`) while set.
+    idle: bool,
+    /// Waiting (in `Phase::Opening`) for a directory listing from the
+    /// helpers (`crate::lister`).
+    pub listing: bool,
+}
+
+impl Life {
+    /// A connection just accepted. A PROXY header is part of the first
+    /// request's head, so a proxied one starts on `--header-timeout`.
+    pub fn new(
+        session: Session,
+        per_ip: Option<crate::perip::IpSlot>,
+        ctx: &WorkerContext,
+        proxied: bool,
+        now: Instant,
+    ) -> Life {
+        let timeout = if proxied {
+            ctx.cfg.header_timeout
+        } else {
+            ctx.cfg.keepalive_timeout
+        };
+        Life {
+            session,
+            _per_ip: per_ip,
+            req_at: now,
+            phase: Phase::Reading,
+            peer_eof: false,
+            deadline: now + timeout,
+            lingered: 0,
+            idle: false,
+            listing: false,
+        }
+    }
+
+    /// Asks the session what to do next (in `Phase::Reading`), and keeps
+    /// the idle gauge, the deadline and the drain's rule. `tls`: on an
+    /// HTTPS connection, whether its handshake is under way (which counts
+    /// as a request head); an HTTPS connection closes gracefully
+    /// (close_notify, the FIN, then the peer's own close is awaited).
+    pub fn next(
+        &mut self,
+        ctx: &WorkerContext,
+        now: Instant,
+        draining: bool,
+        tls: Option<bool>,
+    ) -> Next {
+        let handshaking = tls == Some(true);
+        debug_assert_eq!(self.phase, Phase::Reading);
+        let step = self.session.next(&ctx.session_cfg);
+        // A connection waiting for a request with none of it here is idle.
+        let idle = matches!(step, Step::NeedInput)
+            && !self.peer_eof
+            && !self.session.mid_request()
+            && !handshaking;
+        self.set_idle(ctx, idle);
+        match step {
+            Step::NeedInput => {
+                if self.peer_eof {
+                    return Next::Close { linger: false };
+                }
+                let cfg = &ctx.cfg;
+                self.deadline = now
+                    + if idle {
+                        cfg.keepalive_timeout
+                    } else {
+                        cfg.header_timeout
+                    };
+                // Draining: a keep-alive connection between requests
+                // closes; a new one gets its first answer (it may have
+                // been accepted just before a handover).
+                if draining && idle && self.session.served() > 0 {
+                    return Next::Close { linger: false };
+                }
+                Next::Receive
+            }
+            Step::Open(req) => {
+                self.req_at = now;
+                Next::Open(req)
+            }
+            Step::List(_) => unreachable!("next() never lists"),
+            Step::Respond(resp) => {
+                self.req_at = now;
+                Next::Respond(resp)
+            }
+            Step::Close => Next::Close {
+                linger: self.session.linger_advised() || tls.is_some(),
+            },
+        }
+    }
+
+    fn set_idle(&mut self, ctx: &WorkerContext, idle: bool) {
+        if idle != self.idle {
+            self.idle = idle;
+            if idle {
+                ctx.metrics.idle.inc();
+            } else {
+                ctx.metrics.idle.sub(1);
+            }
+        }
+    }
+
+    /// The session's answer to a listing (see `Serving::list`).
+    pub fn listed(&mut self, ctx: &WorkerContext, result: Result<&Listing, OpenError>) -> Response {
+        self.listing = false;
+        match self.session.listed(&ctx.session_cfg, result) {
+            Step::Respond(r) => r,
+            other => unreachable!("listed() gave {other:?}"),
+        }
+    }
+
+    /// Waits for a listing from the helpers.
+    pub fn await_listing(&mut self) {
+        self.phase = Phase::Opening;
+        self.listing = true;
+    }
+
+    /// Whether a listing that just finished is for this connection.
+    pub fn awaits_listing(&self) -> bool {
+        self.listing && self.phase == Phase::Opening
+    }
+
+    /// A response's transmission starts.
+    pub fn sending(&mut self, ctx: &WorkerContext, now: Instant) {
+        self.phase = Phase::Sending;
+        self.deadline = now + ctx.cfg.send_timeout;
+    }
+
+    /// Bytes of the response went out: the send timeout starts again.
+    pub fn progressed(&mut self, ctx: &WorkerContext, now: Instant) {
+        self.deadline = now + ctx.cfg.send_timeout;
+    }
+
+    /// The connection starts to close: it leaves the idle gauge, and its
+    /// session takes no more requests. `Some(deadline)`: it lingers (it was
+    /// asked to, and the peer may still be sending) until then, in
+    /// `Phase::Lingering`; the loop shuts its write side.
+    pub fn closing(&mut self, ctx: &WorkerContext, linger: bool, now: Instant) -> bool {
+        self.set_idle(ctx, false);
+        self.session.close();
+        if linger && !self.peer_eof && self.phase != Phase::Lingering {
+            self.phase = Phase::Lingering;
+            self.deadline = now + LINGER_TIMEOUT;
+            return true;
+        }
+        false
+    }
+
+    /// The connection is dropped without a close of its own (an error,
+    /// a timeout): it leaves the idle gauge.
+    pub fn gone(&mut self, ctx: &WorkerContext) {
+        self.set_idle(ctx, false);
+    }
+
+    /// A keep-alive connection between requests, which the drain closes
+    /// at once.
+    pub fn between_requests(&self) -> bool {
+        self.phase == Phase::Reading && !self.session.mid_request() && self.session.served() > 0
+    }
+
+    /// Whether the deadline has passed in a phase that has one, and which
+    /// timeout that is. `receiving`: the loop is waiting for input (the
+    /// io-uring loop keeps a deadline while its receive is not armed, and
+    /// does not expire it then).
+    pub fn expired(&self, now: Instant, receiving: bool) -> Option<Timeout> {
+        let has = match self.phase {
+            Phase::Reading => receiving,
+            Phase::Sending | Phase::Lingering => true,
+            Phase::Opening | Phase::Closing => false,
+        };
+        if !has || now < self.deadline {
+            return None;
+        }
+        Some(match self.phase {
+            Phase::Reading if self.idle => Timeout::Keepalive,
+            Phase::Reading => Timeout::Header,
+            Phase::Lingering => Timeout::Linger,
+            _ => Timeout::Send,
+        })
+    }
+}

@@ -1,0 +1,34 @@
+//! The connection layer: a connection's life above the protocol core and
+//! below the event loops, written once for both loops.
+//!
+//! ```text
+//!  spindle-core     Session: bytes in, Steps out (no I/O)
+//!  conn (here)      Life: phases, deadlines, idle, drain and linger rules
+//!                   Serving: caches and admission, listings, finishing a
+//!                   response, reload, the timeout sweep, new connections
+//!                   Slots: connection slots and generations (Tickets)
+//!  backend          a loop: io-uring's ring, or epoll and a Mover; it owns
+//!                   the sockets, files and buffers, and does what conn says
+//! ```
+//!
+//! A loop keeps a connection as its own struct holding a [`Life`]
+//! beside what only that loop needs (operations in flight, TLS records,
+//! the response's buffers). It asks [`Life::next`] what to do, does it
+//! (arm a receive, open, transmit, close), and reports back through
+//! [`Serving`]: `lookup` and `opened` for a path, `list` for a directory,
+//! `finished` when a response's last byte is out, `sweep` on its tick.
+//! The loop never decides HTTP, caching, logging or timeouts itself.
+//!
+//! See ARCHITECTURE.md ("The connection layer") for how HTTP/2's streams
+//! fit: one `Life` per connection, one exchange per stream.
+
+mod context;
+mod life;
+pub mod policy;
+mod serve;
+mod table;
+
+pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerContext};
+pub use life::{Life, Next, Phase};
+pub use serve::{Admitted, Answer, Found, Listed, OpenResult, Reply, Serving};
+pub use table::{Slots, Ticket};

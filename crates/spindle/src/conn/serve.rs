@@ -1,0 +1,454 @@
+//! [`Serving`]: a worker's side of serving, the same on every event loop:
+//! its context, the open-file and small-file caches and what enters them,
+//! directory listings, `--limit-rate`'s waiting list, finishing a response
+//! (counters and the access-log line), taking a reload, the timeout sweep
+//! and the drain, and a new connection's session.
+
+use std::os::fd::{OwnedFd, RawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use spindle_core::response::FileKind;
+use spindle_core::{FileMeta, ListRequest, OpenError, OpenRequest, Response, Step};
+
+use super::life::{Life, Phase};
+use super::policy::{client_string, inline_body, log_line, min_timeout, plain_session};
+use super::policy::{proxied_session, RateLimit};
+use super::table::{Slots, Ticket};
+use super::WorkerContext;
+use crate::config::FirstMiss;
+use crate::filecache::{OpenFileCache, SMALL_FILE_MAX};
+
+/// A path opened by the loop: its descriptor, metadata and device.
+pub type OpenResult = Result<(OwnedFd, FileMeta, u64), OpenError>;
+
+/// A file as found for a request: in the open-file cache, or just opened.
+pub struct Found {
+    result: Result<FileMeta, OpenError>,
+    file: Option<Rc<OwnedFd>>,
+    /// A small file's whole contents, from the cache.
+    body: Option<Rc<[u8]>>,
+    dev: Option<u64>,
+    /// Just opened (not from the cache): a regular file may enter it.
+    fresh: bool,
+}
+
+impl Found {
+    /// What the loop's open (synchronous, or a completion) gave.
+    pub fn opened(res: OpenResult) -> Found {
+        match res {
+            Ok((fd, meta, dev)) => Found {
+                fresh: meta.kind == FileKind::Regular,
+                result: Ok(meta),
+                file: Some(Rc::new(fd)),
+                body: None,
+                dev: Some(dev),
+            },
+            Err(e) => Found::failed(e),
+        }
+    }
+
+    pub fn failed(e: OpenError) -> Found {
+        Found {
+            result: Err(e),
+            file: None,
+            body: None,
+            dev: None,
+            fresh: false,
+        }
+    }
+}
+
+/// What to do after an open: send a response, or look further.
+pub enum Answer {
+    Send(Reply),
+    /// A precompressed sidecar to look for (this file is not sent: its
+    /// descriptor closes, or stays cached).
+    Open(OpenRequest),
+    /// A directory to list (`--autoindex`).
+    List(ListRequest),
+}
+
+/// A response to transmit, with the file its range is read from.
+pub struct Reply {
+    pub resp: Response,
+    /// The file, when file bytes follow the head (not for a body put in
+    /// the head from the cache).
+    pub file: Option<Rc<OwnedFd>>,
+    /// The file was just opened for this request and kept out of the
+    /// open-file cache: its first use (recent.rs), which a loop may read
+    /// with `O_DIRECT`.
+    pub first_use: bool,
+    /// The device the file lives on, where known.
+    pub dev: Option<u64>,
+}
+
+/// A listing asked for: at once (from the cache, or a refusal), or later
+/// through [`Serving::take_listed`].
+pub enum Listed {
+    Now(Response),
+    Later,
+}
+
+/// The TLS configuration of a worker's HTTPS listeners: the one SIGHUP
+/// replaces, and this worker's copy of it.
+struct TlsConfigs {
+    from: usize,
+    shared: Option<Arc<crate::tls::Shared>>,
+    copy: Option<(u64, Arc<rustls::ServerConfig>)>,
+}
+
+/// What the loops share about serving (see the module comment).
+pub struct Serving {
+    pub ctx: WorkerContext,
+    pub files: OpenFileCache,
+    /// Directory listings (`--autoindex`): jobs out and the cache.
+    pub lists: Option<crate::lister::Lists<Ticket>>,
+    /// `--limit-rate`, and the responses waiting for their allowance,
+    /// resumed on the next tick.
+    pub rate: Option<RateLimit>,
+    pub throttled: Vec<Ticket>,
+    /// Shutting down: accepting stopped, responses in flight finish.
+    pub draining: bool,
+    pub drain_deadline: Option<Instant>,
+    /// No connection can expire before this: the tick skips the timeout
+    /// sweep until then (see [`Serving::sweep`]).
+    next_scan: Instant,
+    tls: TlsConfigs,
+}
+
+/// A new connection's start: its life, and its TLS configuration on an
+/// HTTPS listener.
+pub struct Admitted {
+    pub life: Life,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Serving {
+    pub fn new(mut ctx: WorkerContext) -> Result<Serving, String> {
+        let lists = match &ctx.lister {
+            Some(pool) => Some(crate::lister::Lists::new(
+                pool.clone(),
+                ctx.root.clone(),
+                ctx.cfg.dotfiles,
+                ctx.cfg.open_file_cache_valid,
+            )?),
+            None => None,
+        };
+        let files = OpenFileCache::new(
+            ctx.cfg.open_file_cache,
+            ctx.cfg.open_file_cache_valid,
+            ctx.cfg.small_file_cache as usize,
+        );
+        let tls = TlsConfigs {
+            from: ctx.tls_from,
+            shared: ctx.tls.take(),
+            copy: None,
+        };
+        let mut s = Serving {
+            rate: RateLimit::from_config(&ctx.cfg),
+            ctx,
+            files,
+            lists,
+            throttled: Vec::new(),
+            draining: false,
+            drain_deadline: None,
+            next_scan: Instant::now(),
+            tls,
+        };
+        s.tls.copy = s.tls.shared.as_ref().map(|t| t.current());
+        Ok(s)
+    }
+
+    // ----- a new connection -------------------------------------------
+
+    /// The start of a connection accepted on listener `i`: its session
+    /// (behind a trusted proxy, or counted under
+    /// `--max-connections-per-ip`) and TLS configuration. `None`: close it
+    /// unanswered (a PROXY listener's stranger).
+    pub fn admit(&mut self, i: usize, fd: RawFd, now: Instant) -> Option<Admitted> {
+        let ctx = &self.ctx;
+        let proxied = ctx.proxied.contains(&i);
+        let (session, per_ip) = if proxied {
+            (proxied_session(&ctx.cfg, fd)?, None)
+        } else {
+            plain_session(ctx, fd)
+        };
+        let life = Life::new(session, per_ip, ctx, proxied, now);
+        let tls = if i >= self.tls.from {
+            let copy = self.tls.copy.as_mut().expect("HTTPS listener without TLS");
+            if let Some(shared) = &self.tls.shared {
+                shared.refresh(copy);
+            }
+            Some(copy.1.clone())
+        } else {
+            None
+        };
+        Some(Admitted { life, tls })
+    }
+
+    // ----- opening ----------------------------------------------------
+
+    /// Looks a path up in the open-file cache (counted in the metrics):
+    /// `None` when the loop must open it.
+    pub fn lookup(&mut self, req: &OpenRequest, now: Instant) -> Option<Found> {
+        let hit = self.files.lookup(&req.cache_key(), now);
+        self.ctx.metrics.open_file(matches!(hit, Some(Ok(_))));
+        Some(match hit? {
+            Ok(h) => Found {
+                result: Ok(h.meta),
+                file: h.fd,
+                body: h.body,
+                dev: Some(h.dev),
+                fresh: false,
+            },
+            Err(e) => Found::failed(crate::fs::open_error(e)),
+        })
+    }
+
+    /// The session's answer to an open. A regular file just opened enters
+    /// the open-file cache, unless `direct_reads` (the loop can read a
+    /// file's first use with `O_DIRECT`) and `--first-miss` keeps a first
+    /// use out of it (recent.rs, memory.rs). A small file's cached bytes go
+    /// in the head.
+    pub fn opened(
+        &mut self,
+        life: &mut Life,
+        req: &OpenRequest,
+        found: Found,
+        direct_reads: bool,
+        now: Instant,
+    ) -> Answer {
+        let Found {
+            result,
+            file,
+            mut body,
+            dev,
+            fresh,
+        } = found;
+        let meta = result.as_ref().ok().copied();
+        let small = meta
+            .is_some_and(|m| m.kind == FileKind::Regular && m.size > 0 && m.size <= SMALL_FILE_MAX);
+        let mut resp = match life.session.opened(&self.ctx.session_cfg, req, result) {
+            Step::Respond(r) => r,
+            Step::Open(next) => return Answer::Open(next),
+            Step::List(list) => return Answer::List(list),
+            other => unreachable!("opened() gave {other:?}"),
+        };
+        let mut first_use = false;
+        if let (true, Some(meta), Some(fd), Some(dev)) = (fresh, meta, &file, dev) {
+            let bytes = resp.file.map_or(0, |(_, n)| n);
+            let again = !direct_reads
+                || match self.ctx.cfg.first_miss {
+                    FirstMiss::Cache => true,
+                    FirstMiss::Direct => self.ctx.recent.used(dev, meta.ino, bytes),
+                    // Recorded in either case, so that a file used while
+                    // memory had room is remembered once it is full.
+                    FirstMiss::Auto => {
+                        self.ctx.recent.used(dev, meta.ino, bytes) | self.ctx.memory.has_room()
+                    }
+                };
+            if again {
+                body = self
+                    .files
+                    .insert(&req.cache_key(), fd.clone(), meta, dev, now);
+            } else {
+                first_use = true;
+            }
+        }
+        let from_file = resp.file.is_some();
+        let inlined = body.is_some_and(|b| inline_body(&mut resp, &b));
+        if small && from_file {
+            self.ctx.metrics.small_file(inlined);
+        }
+        let keep = !inlined && resp.file.is_some();
+        Answer::Send(Reply {
+            // Not O_DIRECT for a multipart body: the flag would outlive
+            // the part that set it, under the next part's sendfile.
+            first_use: first_use && keep && resp.parts.is_empty(),
+            file: if keep { file } else { None },
+            resp,
+            dev,
+        })
+    }
+
+    // ----- listings ---------------------------------------------------
+
+    /// Lists a directory the session asked for: from the worker's cache,
+    /// or by the helpers (`crate::lister`), whose answer
+    /// [`Serving::take_listed`] brings. On `Later` the connection waits
+    /// ([`Life::await_listing`]).
+    pub fn list(
+        &mut self,
+        life: &mut Life,
+        req: &ListRequest,
+        who: Ticket,
+        now: Instant,
+    ) -> Listed {
+        let lists = self.lists.as_mut().expect("autoindex on");
+        if let Some(l) = lists.lookup(req, now) {
+            return Listed::Now(life.listed(&self.ctx, Ok(&l)));
+        }
+        if !lists.request(req, who) {
+            return Listed::Now(life.listed(&self.ctx, Err(OpenError::Busy)));
+        }
+        life.await_listing();
+        Listed::Later
+    }
+
+    /// Listings the helpers finished: the answer of each connection that
+    /// still waits for one (see [`Life::awaits_listing`]), to transmit.
+    pub fn listings_done<C>(
+        &mut self,
+        slots: &mut Slots<C>,
+        now: Instant,
+        life: impl Fn(&mut C) -> &mut Life,
+    ) -> Vec<(Ticket, Response)> {
+        let Some(lists) = self.lists.as_mut() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (waiters, result) in lists.take_done(now) {
+            for who in waiters {
+                let Some(l) = slots.get(who).map(&life) else {
+                    continue;
+                };
+                if l.awaits_listing() {
+                    out.push((who, l.listed(&self.ctx, result.as_deref().map_err(|e| *e))));
+                }
+            }
+        }
+        out
+    }
+
+    // ----- finishing --------------------------------------------------
+
+    /// A response's last byte is on the socket: it is counted and logged
+    /// (`outcome`: where its file bytes came from), and the connection
+    /// waits for its next request.
+    pub fn finished(
+        &self,
+        life: &mut Life,
+        fd: RawFd,
+        resp: &Response,
+        outcome: &'static str,
+        now: Instant,
+    ) {
+        let ctx = &self.ctx;
+        ctx.metrics
+            .request(life.session.last_method(), resp.status, resp.body_len);
+        if ctx.log.enabled() {
+            let outcome = if resp.file.is_none() {
+                "memory"
+            } else {
+                outcome
+            };
+            let line = log_line(
+                &ctx.cfg,
+                &client_string(&life.session, fd),
+                &life.session,
+                resp.body_len,
+                now.saturating_duration_since(life.req_at),
+                outcome,
+            );
+            ctx.log.log(line);
+        }
+        life.session.sent();
+        if self.draining {
+            life.session.close();
+        }
+        life.phase = Phase::Reading;
+        life.deadline = now + ctx.cfg.keepalive_timeout;
+    }
+
+    // ----- timers, reload and the drain ---------------------------------
+
+    /// SIGHUP: takes a new configuration, between requests (reload.rs).
+    /// `true`: the loop drops what depended on the old one too.
+    pub fn take_reload(&mut self) -> bool {
+        if !self.ctx.take_reload() {
+            return false;
+        }
+        // Paths may name other files now (a new root, say).
+        self.files.clear();
+        if let Some(l) = self.lists.as_mut() {
+            l.set_roots(self.ctx.root.clone(), self.ctx.cfg.dotfiles);
+        }
+        self.rate = RateLimit::from_config(&self.ctx.cfg);
+        true
+    }
+
+    /// The connections whose deadline has passed, each counted under its
+    /// timeout, or all that are not closing once the drain's deadline has
+    /// passed, with the phase each was in. `life` gives a connection's
+    /// [`Life`] and whether its loop is receiving for it.
+    ///
+    /// The sweep visits every slot; with 10,000 idle keep-alive
+    /// connections, doing it every tick cost a few percent of the worker's
+    /// CPU per request (docs/decisions.md, "Idle connections"). So it runs
+    /// only once the earliest deadline it saw can have passed. That is
+    /// sound because every deadline is set to the loop's time plus one of
+    /// the timeouts in [`min_timeout`], so none set since the last sweep
+    /// falls before `next_scan`. A connection that cannot expire now but
+    /// keeps its deadline (Opening; Reading without a receive armed)
+    /// counts too, so a passed one brings the next sweep to the next tick.
+    pub fn sweep<C>(
+        &mut self,
+        slots: &Slots<C>,
+        now: Instant,
+        life: impl Fn(&C) -> (&Life, bool),
+    ) -> Vec<(Ticket, Phase, crate::metrics::Timeout)> {
+        let force = self.drain_deadline.is_some_and(|d| now >= d);
+        let mut out = Vec::new();
+        if !force && now < self.next_scan {
+            #[cfg(debug_assertions)]
+            for (_, c) in slots.iter() {
+                let (l, receiving) = life(c);
+                debug_assert!(
+                    l.expired(now, receiving).is_none(),
+                    "a connection expired before next_scan"
+                );
+            }
+            return out;
+        }
+        let mut earliest = now + min_timeout(&self.ctx.cfg);
+        for (t, c) in slots.iter() {
+            let (l, receiving) = life(c);
+            if l.phase == Phase::Closing {
+                continue;
+            }
+            let why = if force {
+                Some(crate::metrics::Timeout::Drain)
+            } else {
+                l.expired(now, receiving)
+            };
+            match why {
+                Some(why) => {
+                    self.ctx.metrics.timeout(why);
+                    out.push((t, l.phase, why));
+                }
+                None => earliest = earliest.min(l.deadline),
+            }
+        }
+        self.next_scan = earliest;
+        out
+    }
+
+    /// Shutdown was asked for: the drain starts (once), and the keep-alive
+    /// connections between requests are to be closed at once, which the
+    /// returned tickets name.
+    pub fn start_drain<C>(
+        &mut self,
+        slots: &Slots<C>,
+        now: Instant,
+        life: impl Fn(&C) -> &Life,
+    ) -> Vec<Ticket> {
+        if self.draining {
+            return Vec::new();
+        }
+        self.draining = true;
+        self.drain_deadline = Some(now + self.ctx.cfg.drain_timeout);
+        slots.select(|c| life(c).between_requests())
+    }
+}
