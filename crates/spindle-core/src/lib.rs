@@ -20,7 +20,9 @@
 //! - [`file`]: what a driver learned of an opened path (`FileMeta`).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
-//! - [`rules`]: Cache-Control, header fields and Content-Type by path glob.
+//! - [`rules`]: Cache-Control, header fields and Content-Type by path
+//!   glob, and who may fetch (addresses, redirects, fallbacks); [`access`]:
+//!   the checks of a request's own fields they may ask for (`Referer`).
 //! - [`encoding`]: `Accept-Encoding` negotiation for precompressed sidecars.
 //! - [`listing`]: directory listings (`--autoindex`): HTML and JSON.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
@@ -33,6 +35,7 @@
 //! - [`proxy`]: the PROXY protocol header (v1 and v2) a load balancer sends
 //!   first, and the address blocks of trusted proxies.
 
+pub mod access;
 pub mod accesslog;
 pub mod date;
 pub mod encoding;

@@ -44,14 +44,7 @@ pub fn target_path(target: &[u8]) -> Option<&[u8]> {
     let path = if target.first() == Some(&b'/') {
         target
     } else {
-        let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
-        let rest = if lower.starts_with(b"http://") {
-            &target[7..]
-        } else if lower.starts_with(b"https://") {
-            &target[8..]
-        } else {
-            return None;
-        };
+        let rest = strip_http_scheme(target)?;
         match rest.iter().position(|&b| b == b'/') {
             Some(i) => &rest[i..],
             None => b"/",
@@ -62,6 +55,19 @@ pub fn target_path(target: &[u8]) -> Option<&[u8]> {
         .position(|&b| b == b'?' || b == b'#')
         .unwrap_or(path.len());
     Some(&path[..end])
+}
+
+/// What follows `http://` or `https://` (in any case) at the start of
+/// `url`; `None` if it starts otherwise.
+pub(crate) fn strip_http_scheme(url: &[u8]) -> Option<&[u8]> {
+    let starts = |p: &[u8]| url.len() >= p.len() && url[..p.len()].eq_ignore_ascii_case(p);
+    if starts(b"http://") {
+        Some(&url[7..])
+    } else if starts(b"https://") {
+        Some(&url[8..])
+    } else {
+        None
+    }
 }
 
 /// Decodes and checks `path` (which starts with `/`).

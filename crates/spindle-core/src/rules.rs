@@ -1,6 +1,8 @@
 //! Response rules by path (`[[rules]]` in the config file): a
 //! `Cache-Control`, extra header fields (CORS, security headers) and a
-//! `Content-Type` for the files whose path matches a glob.
+//! `Content-Type` for the files whose path matches a glob; and who may
+//! fetch them ([`Rules::check`]): client addresses (`allow`, `deny`),
+//! redirects and a fallback file.
 //!
 //! Globs are matched against the path from the root with a leading `/`
 //! (`/assets/app.js`; a directory's index is `/docs/index.html`), with
@@ -10,10 +12,14 @@
 //! later rule's `Cache-Control` or `Content-Type` replaces an earlier
 //! one's (so put general rules first and exceptions after them).
 
-use std::ffi::OsStr;
+use std::ffi::{CString, OsStr};
+use std::net::IpAddr;
 use std::os::unix::ffi::OsStrExt;
 
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::access::{Referers, SecureLink};
+use crate::proxy::Cidr;
 
 /// Most rules in one configuration.
 pub const MAX_RULES: usize = 256;
@@ -26,6 +32,33 @@ pub struct Rule {
     pub cache_control: Option<String>,
     pub content_type: Option<String>,
     pub headers: Vec<u8>,
+    /// Clients let in (`allow`): where given, every other client is
+    /// refused.
+    pub allow: Vec<Cidr>,
+    /// Clients refused (`deny`).
+    pub deny: Vec<Cidr>,
+    /// Answer with a redirect instead of a file (`redirect`).
+    pub redirect: Option<Redirect>,
+    /// Served with 200 where the path names no file (`fallback`): a
+    /// path beneath the root, without its leading `/`.
+    pub fallback: Option<CString>,
+    /// The `Referer` values that may fetch (`referers`).
+    pub referers: Option<Referers>,
+    /// Only signed links that have not expired may fetch (`secure-link`).
+    pub secure_link: Option<SecureLink>,
+}
+
+impl Rule {
+    /// Whether the rule says who gets the file or what answers it, not
+    /// only how it is answered.
+    fn decides(&self) -> bool {
+        !self.allow.is_empty()
+            || !self.deny.is_empty()
+            || self.redirect.is_some()
+            || self.fallback.is_some()
+            || self.referers.is_some()
+            || self.secure_link.is_some()
+    }
 }
 
 /// The compiled rules of a server.
@@ -33,6 +66,151 @@ pub struct Rule {
 pub struct Rules {
     set: GlobSet,
     rules: Vec<Rule>,
+    /// The globs of the rules that [decide](Rule::decides), and their
+    /// indices in `rules`: a request that matches none of them (every
+    /// request, on a server without such rules) costs one test.
+    deciding: GlobSet,
+    deciding_idx: Vec<usize>,
+    by_address: bool,
+}
+
+/// What [`Rules::check`] looks at in a request besides its path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked<'a> {
+    /// The client (`None`: unknown, which an address rule refuses).
+    pub client: Option<IpAddr>,
+    /// The target's path and query (without `?`), as received.
+    pub raw_path: &'a [u8],
+    pub query: &'a [u8],
+    /// The `Referer` field, if any.
+    pub referer: Option<&'a [u8]>,
+}
+
+/// What the rules that match a path decide before any file is opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// Look for the file; where it is not found (404), serve `fallback`
+    /// instead, if some.
+    Serve { fallback: Option<&'a CString> },
+    /// Refuse with this status.
+    Refuse(u16),
+    /// Redirect: the status and the `Location`.
+    Redirect(u16, String),
+}
+
+/// The statuses a `redirect` may use.
+pub const REDIRECT_STATUSES: [u16; 4] = [301, 302, 307, 308];
+
+/// A `redirect = "301 https://example.org{path}"`: its status and its
+/// target, where `{path}` and `{query}` are replaced by the request's, as
+/// received (still percent-encoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    pub status: u16,
+    target: String,
+}
+
+impl Redirect {
+    /// Reads `STATUS TARGET`. The target must be absolute
+    /// (`http://host...`, `https://host...`) or a path (`/...`, or
+    /// `{path}...`), and
+    /// printable ASCII without spaces.
+    pub fn parse(s: &str) -> Result<Redirect, String> {
+        let shown = s.escape_debug();
+        let usage = format!(
+            "redirect \"{shown}\": write it as \"STATUS TARGET\", STATUS one of 301, 302, 307, 308 and TARGET https://host/... or /..., e.g. \"301 https://example.org{{path}}\""
+        );
+        let Some((status, target)) = s.trim().split_once(' ') else {
+            return Err(usage);
+        };
+        let target = target.trim();
+        let status: u16 = status.parse().map_err(|_| usage.clone())?;
+        if !REDIRECT_STATUSES.contains(&status) {
+            return Err(usage);
+        }
+        if target.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+            return Err(format!(
+                "redirect \"{shown}\": the target holds a space, a control character or a non-ASCII byte (percent-encode it)"
+            ));
+        }
+        let lower = target.to_ascii_lowercase();
+        let host = lower
+            .strip_prefix("https://")
+            .or_else(|| lower.strip_prefix("http://"));
+        let ok = match host {
+            // A host, which `{path}` cannot supply.
+            Some(rest) => rest
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'['),
+            // A path, not `//host` (a scheme-relative URL); `{path}`
+            // always starts with `/` (and is kept from starting with two).
+            None => {
+                (target.starts_with('/') && !target.starts_with("//"))
+                    || target.starts_with("{path}")
+            }
+        };
+        if !ok {
+            return Err(usage);
+        }
+        Ok(Redirect {
+            status,
+            target: target.to_string(),
+        })
+    }
+
+    /// The `Location` for a request whose target's path is `path` and
+    /// query `query` (without `?`), both as received. `?{query}` with no
+    /// query leaves no `?`. Bytes outside printable ASCII are
+    /// percent-encoded (the request parser lets none in; this keeps the
+    /// header sound whatever it lets in). A `{path}` that opens the
+    /// target is reduced to one leading `/`, so that a path such as
+    /// `//evil.example` or `/\evil.example` cannot make the location name
+    /// another host.
+    pub fn location(&self, path: &[u8], query: &[u8]) -> String {
+        let mut out = String::with_capacity(self.target.len() + path.len() + query.len());
+        let mut rest = self.target.as_str();
+        while let Some(i) = rest.find('{') {
+            let (before, from) = rest.split_at(i);
+            if let Some(after) = from.strip_prefix("{path}") {
+                out.push_str(before);
+                let mut p = path;
+                if out.is_empty() {
+                    let n = p.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
+                    if n > 0 {
+                        out.push('/');
+                        p = &p[n..];
+                    }
+                }
+                push_encoded(&mut out, p);
+                rest = after;
+            } else if let Some(after) = from.strip_prefix("{query}") {
+                match before.strip_suffix('?') {
+                    Some(b) if query.is_empty() => out.push_str(b),
+                    _ => out.push_str(before),
+                }
+                push_encoded(&mut out, query);
+                rest = after;
+            } else {
+                out.push_str(before);
+                out.push('{');
+                rest = &from[1..];
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// Appends `bytes`, percent-encoding those outside printable ASCII.
+fn push_encoded(out: &mut String, bytes: &[u8]) {
+    for &b in bytes {
+        if (0x21..=0x7e).contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
 }
 
 /// What the rules that match one path say.
@@ -51,7 +229,9 @@ impl Rules {
             return Err(format!("rules: {} rules; at most {MAX_RULES}", rules.len()));
         }
         let mut b = GlobSetBuilder::new();
-        for r in &rules {
+        let mut d = GlobSetBuilder::new();
+        let mut deciding_idx = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
             if !r.pattern.starts_with('/') && !r.pattern.starts_with("**") {
                 return Err(format!(
                     "rules: match {:?} must start with / (paths are matched from the root, e.g. \"/assets/**\")",
@@ -63,14 +243,91 @@ impl Rules {
                 .backslash_escape(true)
                 .build()
                 .map_err(|e| format!("rules: bad match {:?}: {e}", r.pattern))?;
+            if r.decides() {
+                d.add(g.clone());
+                deciding_idx.push(i);
+            }
             b.add(g);
         }
         let set = b.build().map_err(|e| format!("rules: {e}"))?;
-        Ok(Rules { set, rules })
+        let deciding = d.build().map_err(|e| format!("rules: {e}"))?;
+        let by_address = rules
+            .iter()
+            .any(|r| !r.allow.is_empty() || !r.deny.is_empty());
+        Ok(Rules {
+            set,
+            rules,
+            deciding,
+            deciding_idx,
+            by_address,
+        })
     }
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Whether some rule decides by the client's address (`allow`,
+    /// `deny`): only then need a driver tell a session its peer.
+    pub fn by_address(&self) -> bool {
+        self.by_address
+    }
+
+    /// What the rules for `rel_path` (as for [`Rules::apply`]) decide
+    /// for the request `asked`. Every matching rule's refusals are checked
+    /// (addresses, `referers`, then `secure-link`: 403, or 410 for a signed
+    /// link past its time; any refusal refuses); then the last
+    /// matching `redirect` answers; else the file is looked for, with the
+    /// last matching `fallback`.
+    pub fn check(&self, rel_path: &[u8], asked: &Asked) -> Verdict<'_> {
+        let mut fallback = None;
+        if self.deciding_idx.is_empty() {
+            return Verdict::Serve { fallback };
+        }
+        let mut p = Vec::with_capacity(rel_path.len() + 1);
+        p.push(b'/');
+        p.extend_from_slice(rel_path);
+        let candidate = Candidate::new(OsStr::from_bytes(&p));
+        if !self.deciding.is_match_candidate(&candidate) {
+            return Verdict::Serve { fallback };
+        }
+        let mut redirect = None;
+        for i in self.deciding.matches_candidate(&candidate) {
+            let r = &self.rules[self.deciding_idx[i]];
+            if !r.allow.is_empty() || !r.deny.is_empty() {
+                let Some(ip) = asked.client else {
+                    return Verdict::Refuse(403);
+                };
+                let denied = r.deny.iter().any(|c| c.contains(ip));
+                let allowed = r.allow.is_empty() || r.allow.iter().any(|c| c.contains(ip));
+                if denied || !allowed {
+                    return Verdict::Refuse(403);
+                }
+            }
+            if let Some(refs) = &r.referers {
+                if !refs.allows(asked.referer) {
+                    return Verdict::Refuse(403);
+                }
+            }
+            if let Some(link) = &r.secure_link {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                if let Err(status) = link.verify(&p, asked.query, now) {
+                    return Verdict::Refuse(status);
+                }
+            }
+            if r.redirect.is_some() {
+                redirect = r.redirect.as_ref();
+            }
+            if r.fallback.is_some() {
+                fallback = r.fallback.as_ref();
+            }
+        }
+        match redirect {
+            Some(r) => Verdict::Redirect(r.status, r.location(asked.raw_path, asked.query)),
+            None => Verdict::Serve { fallback },
+        }
     }
 
     /// The rules for `rel_path` (relative to the root, no leading `/`).
@@ -114,6 +371,7 @@ mod tests {
             cache_control: cc.map(Into::into),
             content_type: ct.map(Into::into),
             headers: h.as_bytes().to_vec(),
+            ..Rule::default()
         }
     }
 
@@ -159,5 +417,191 @@ mod tests {
         assert!(e.contains("must start with /"), "{e}");
         let many = vec![rule("/x", None, None, ""); MAX_RULES + 1];
         assert!(Rules::new(many).unwrap_err().contains("at most"));
+    }
+
+    /// A request for `raw_path`, no query, from nobody known.
+    fn at(raw_path: &[u8]) -> Asked<'_> {
+        Asked {
+            raw_path,
+            ..Asked::default()
+        }
+    }
+
+    #[test]
+    fn referers_refuse_after_addresses() {
+        let rules = Rules::new(vec![Rule {
+            referers: Some(Referers::parse(&["none".into(), "*.example.org".into()]).unwrap()),
+            ..rule("/img/**", None, None, "")
+        }])
+        .unwrap();
+        let with = |referer: Option<&'static [u8]>| Asked {
+            referer,
+            ..at(b"/img/a.png")
+        };
+        let serve = Verdict::Serve { fallback: None };
+        assert_eq!(rules.check(b"img/a.png", &with(None)), serve);
+        assert_eq!(
+            rules.check(b"img/a.png", &with(Some(b"https://www.example.org/"))),
+            serve
+        );
+        assert_eq!(
+            rules.check(b"img/a.png", &with(Some(b"https://evil.test/"))),
+            Verdict::Refuse(403)
+        );
+        assert_eq!(
+            rules.check(b"a.png", &with(Some(b"https://evil.test/"))),
+            serve
+        );
+    }
+
+    fn cidrs(list: &[&str]) -> Vec<Cidr> {
+        list.iter().map(|c| Cidr::parse(c).unwrap()).collect()
+    }
+
+    fn ip(s: &str) -> Option<IpAddr> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn allow_and_deny_by_address() {
+        let r = Rules::new(vec![
+            rule("/**", Some("no-cache"), None, ""),
+            Rule {
+                allow: cidrs(&["10.0.0.0/8", "::1"]),
+                deny: cidrs(&["10.9.0.0/16"]),
+                ..rule("/private/**", None, None, "")
+            },
+            Rule {
+                deny: cidrs(&["192.0.2.7"]),
+                ..rule("/**", None, None, "")
+            },
+        ])
+        .unwrap();
+        assert!(r.by_address());
+        let v = |path: &[u8], client| {
+            r.check(
+                path,
+                &Asked {
+                    client,
+                    ..Asked::default()
+                },
+            )
+        };
+        let serve = Verdict::Serve { fallback: None };
+        assert_eq!(v(b"private/a.txt", ip("10.1.2.3")), serve);
+        assert_eq!(v(b"private/a.txt", ip("::ffff:10.1.2.3")), serve);
+        assert_eq!(v(b"private/a.txt", ip("::1")), serve);
+        assert_eq!(v(b"private/a.txt", ip("10.9.0.1")), Verdict::Refuse(403));
+        assert_eq!(v(b"private/a.txt", ip("11.0.0.1")), Verdict::Refuse(403));
+        assert_eq!(
+            v(b"private/index.html", ip("127.0.0.1")),
+            Verdict::Refuse(403)
+        );
+        assert_eq!(v(b"public.txt", ip("11.0.0.1")), serve);
+        // Every matching rule counts: the later deny of all paths too.
+        assert_eq!(v(b"public.txt", ip("192.0.2.7")), Verdict::Refuse(403));
+        // An unknown client is refused where an address rule matches.
+        assert_eq!(v(b"public.txt", None), Verdict::Refuse(403));
+        // Rules without such keys need no address.
+        let plain = Rules::new(vec![rule("/**", Some("no-cache"), None, "")]).unwrap();
+        assert!(!plain.by_address());
+        assert_eq!(plain.check(b"a", &Asked::default()), serve);
+    }
+
+    #[test]
+    fn redirects_substitute_path_and_query() {
+        let red = |s: &str| Redirect::parse(s).unwrap();
+        let r = red("301 https://example.org{path}?{query}");
+        assert_eq!(r.status, 301);
+        assert_eq!(
+            r.location(b"/a%20b/c", b"x=1"),
+            "https://example.org/a%20b/c?x=1"
+        );
+        // No query: no `?`.
+        assert_eq!(r.location(b"/a", b""), "https://example.org/a");
+        // `//evil.example` stays beneath the configured host.
+        assert_eq!(
+            r.location(b"//evil.example", b""),
+            "https://example.org//evil.example"
+        );
+        // A relative target cannot be turned into another host's URL.
+        let rel = red("308 {path}");
+        assert_eq!(rel.location(b"//evil.example/x", b""), "/evil.example/x");
+        assert_eq!(rel.location(b"/\\evil.example", b""), "/evil.example");
+        assert_eq!(rel.location(b"/ok", b""), "/ok");
+        // Bytes that cannot go in a header are encoded.
+        assert_eq!(rel.location(b"/a\r\nX: y", b""), "/a%0D%0AX:%20y");
+        assert_eq!(
+            red("302 /new/{nothing}").location(b"/a", b""),
+            "/new/{nothing}"
+        );
+        for bad in [
+            "301",
+            "200 /x",
+            "303 /x",
+            "301 example.org/x",
+            "301 //evil.example{path}",
+            "301 https://{path}",
+            "301 https:///x",
+            "301 ftp://example.org/",
+            "301 /a b",
+            "301 /a\nb",
+            "x /a",
+        ] {
+            let e = Redirect::parse(bad).unwrap_err();
+            assert!(e.contains("redirect") && !e.contains('\n'), "{bad}: {e}");
+        }
+        let rules = Rules::new(vec![
+            Rule {
+                redirect: Some(red("301 https://old.example{path}")),
+                ..rule("/old/**", None, None, "")
+            },
+            Rule {
+                redirect: Some(red("302 /new/")),
+                ..rule("/old/moved/*", None, None, "")
+            },
+        ])
+        .unwrap();
+        assert_eq!(
+            rules.check(b"old/a", &at(b"/old/a")),
+            Verdict::Redirect(301, "https://old.example/old/a".into())
+        );
+        // The last matching rule's redirect answers.
+        assert_eq!(
+            rules.check(b"old/moved/a", &at(b"/old//moved/a")),
+            Verdict::Redirect(302, "/new/".into())
+        );
+        assert_eq!(
+            rules.check(b"new/a", &at(b"/new/a")),
+            Verdict::Serve { fallback: None }
+        );
+    }
+
+    #[test]
+    fn fallback_is_the_last_matching() {
+        let fb = |p: &str| Some(CString::new(p).unwrap());
+        let rules = Rules::new(vec![
+            Rule {
+                fallback: fb("index.html"),
+                ..rule("/**", None, None, "")
+            },
+            Rule {
+                fallback: fb("admin/index.html"),
+                ..rule("/admin/**", None, None, "")
+            },
+        ])
+        .unwrap();
+        assert_eq!(
+            rules.check(b"admin/users/7", &at(b"/admin/users/7")),
+            Verdict::Serve {
+                fallback: fb("admin/index.html").as_ref()
+            }
+        );
+        assert_eq!(
+            rules.check(b"about", &at(b"/about")),
+            Verdict::Serve {
+                fallback: fb("index.html").as_ref()
+            }
+        );
     }
 }

@@ -37,6 +37,7 @@ use crate::path::{self, PathError};
 use crate::proxy;
 use crate::request::{self, BodyFraming, Method, Parsed, Request};
 use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
+use crate::rules::Verdict;
 pub use crate::session_config::SessionConfig;
 pub use crate::step::{ListRequest, OpenError, OpenRequest, Step};
 
@@ -88,6 +89,11 @@ pub struct Session {
     /// One HTTP/2 stream's request ([`Session::for_stream`]): one
     /// response, then closed; logged as `HTTP/2.0`.
     stream: bool,
+    /// The current request's `fallback` (see [`Rules::check`]), to open
+    /// if its file is not found.
+    ///
+    /// [`Rules::check`]: crate::rules::Rules::check
+    fallback: Option<CString>,
 }
 
 /// The header fields an error status carries: `Retry-After` on a 503 (a
@@ -150,6 +156,7 @@ impl Session {
             over_limit: false,
             dir_request: false,
             stream: false,
+            fallback: None,
         }
     }
 
@@ -191,10 +198,25 @@ impl Session {
     }
 
     /// The client's address on a session [`Session::behind_proxy`]: the
-    /// one its header named, or else the proxy's. None on other sessions,
-    /// whose driver asks the socket for its peer.
+    /// one its header named, or else the proxy's; on another session, the
+    /// peer its driver gave it with [`Session::set_peer`]. None otherwise:
+    /// the driver asks the socket for its peer when it needs it.
     pub fn client(&self) -> Option<SocketAddr> {
         self.client
+    }
+
+    /// Tells a session (not one [`Session::behind_proxy`]) its
+    /// connection's peer, which rules by address (`allow`, `deny`) check.
+    /// A driver need do so only when [`Rules::by_address`] says some rule
+    /// asks; without it such a rule refuses every request.
+    ///
+    /// [`Rules::by_address`]: crate::rules::Rules::by_address
+    pub fn set_peer(&mut self, peer: Option<SocketAddr>) {
+        debug_assert!(
+            self.state != State::AwaitProxy,
+            "the PROXY header names the client"
+        );
+        self.client = peer;
     }
 
     /// Appends received bytes. Bytes of a request body being discarded are
@@ -408,20 +430,52 @@ impl Session {
                 self.respond_error(cfg, 400, false, announce, head_only, &[])
             }
             Err(PathError::Hidden) => {
-                if let Some(page) = cfg.error_page(404) {
-                    self.current_keep_alive = keep_alive;
-                    self.current = Some(req);
-                    self.state = State::AwaitOpen;
-                    self.error_page = Some(404);
-                    return Step::Open(OpenRequest {
-                        path: page.clone(),
-                        root: self.root,
-                    });
-                }
+                let req = match self.open_error_page(cfg, req, 404, keep_alive) {
+                    Ok(step) => return step,
+                    Err(req) => req,
+                };
                 self.last_req = Some(req);
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
             Ok(resolved) => {
+                let asked = crate::rules::Asked {
+                    client: self.client.map(|a| a.ip()),
+                    raw_path: path::target_path(&req.target).unwrap_or(b"/"),
+                    query: req
+                        .target
+                        .iter()
+                        .position(|&b| b == b'?')
+                        .map_or(&b""[..], |i| &req.target[i + 1..]),
+                    referer: req.referer.as_deref(),
+                };
+                let answer = match cfg.rules.check(&resolved.rel, &asked) {
+                    Verdict::Serve { fallback } => {
+                        self.fallback = fallback.cloned();
+                        None
+                    }
+                    Verdict::Refuse(status) => Some((status, None)),
+                    Verdict::Redirect(status, location) => Some((status, Some(location))),
+                };
+                if let Some((status, location)) = answer {
+                    // A refusal with a configured page (403): the page.
+                    let req = match location {
+                        Some(_) => req,
+                        None => match self.open_error_page(cfg, req, status, keep_alive) {
+                            Ok(step) => return step,
+                            Err(req) => req,
+                        },
+                    };
+                    self.last_req = Some(req);
+                    let field;
+                    let extra: &[(&str, &str)] = match &location {
+                        Some(l) => {
+                            field = [("Location", l.as_str())];
+                            &field
+                        }
+                        None => &[],
+                    };
+                    return self.respond_error(cfg, status, keep_alive, announce, head_only, extra);
+                }
                 // NUL bytes were refused by `resolve`, so this cannot fail.
                 let path = CString::new(resolved.rel).expect("path has no NUL");
                 self.dir_request = resolved.is_dir_request;
@@ -434,6 +488,28 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// Opens the configured page of error `status` in answer to `req`, if
+    /// there is one; else gives `req` back.
+    fn open_error_page(
+        &mut self,
+        cfg: &SessionConfig,
+        req: Box<Request>,
+        status: u16,
+        keep_alive: bool,
+    ) -> Result<Step, Box<Request>> {
+        let Some(page) = cfg.error_page(status) else {
+            return Err(req);
+        };
+        self.current_keep_alive = keep_alive;
+        self.current = Some(req);
+        self.state = State::AwaitOpen;
+        self.error_page = Some(status);
+        Ok(Step::Open(OpenRequest {
+            path: page.clone(),
+            root: self.root,
+        }))
     }
 
     /// The driver's answer to [`Step::Open`]: the response to transmit
@@ -497,6 +573,18 @@ impl Session {
                 });
             }
         }
+        if result == Err(OpenError::NotFound) && self.error_page.is_none() {
+            // Not found beneath a rule's `fallback`: that file instead
+            // (once: a missing fallback is a 404).
+            if let Some(path) = self.fallback.take() {
+                self.dir_request = false;
+                return Step::Open(OpenRequest {
+                    path,
+                    root: self.root,
+                });
+            }
+        }
+        self.fallback = None;
         let rel_path = chosen
             .as_ref()
             .map_or(open_path.path.as_bytes(), |sc| sc.src_path.as_bytes());

@@ -710,3 +710,141 @@ fn random_input_never_panics() {
         }
     }
 }
+
+/// A session config with these rules.
+fn with_rules(rules: Vec<crate::rules::Rule>) -> SessionConfig {
+    SessionConfig {
+        rules: std::sync::Arc::new(crate::rules::Rules::new(rules).unwrap()),
+        ..SessionConfig::default()
+    }
+}
+
+fn private_rule() -> crate::rules::Rule {
+    crate::rules::Rule {
+        pattern: "/private/**".into(),
+        allow: vec![proxy::Cidr::parse("10.0.0.0/8").unwrap()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn address_rules_refuse_before_opening() {
+    let cfg = with_rules(vec![private_rule()]);
+    for (peer, target, refused) in [
+        ("10.1.1.1:5", "/private/a.txt", false),
+        ("192.0.2.1:5", "/private/a.txt", true),
+        // The normalised path is what matches.
+        ("192.0.2.1:5", "/%70rivate/a.txt", true),
+        ("192.0.2.1:5", "//private/./a.txt", true),
+        ("192.0.2.1:5", "/private/", true),
+        ("192.0.2.1:5", "/public.txt", false),
+    ] {
+        let mut s = Session::new();
+        s.set_peer(Some(peer.parse().unwrap()));
+        s.feed(format!("HEAD {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        match s.next(&cfg) {
+            Step::Respond(r) if refused => {
+                assert_eq!(r.status, 403, "{target}");
+                assert!(r.keep_alive);
+            }
+            Step::Open(_) if !refused => {}
+            other => panic!("{peer} {target}: {other:?}"),
+        }
+    }
+    // No peer given: refused, not let through.
+    let mut s = Session::new();
+    s.feed(b"GET /private/a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(matches!(s.next(&cfg), Step::Respond(r) if r.status == 403));
+    // Behind a proxy, the client its header names is checked.
+    let mut s = Session::behind_proxy("10.0.0.2:1".parse().unwrap());
+    s.feed(b"PROXY TCP4 192.0.2.9 10.0.0.1 5 80\r\nGET /private/a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(matches!(s.next(&cfg), Step::Respond(r) if r.status == 403));
+    let mut s = Session::behind_proxy("192.0.2.9:1".parse().unwrap());
+    s.feed(b"PROXY TCP4 10.9.9.9 10.0.0.1 5 80\r\nGET /private/a HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(matches!(s.next(&cfg), Step::Open(_)));
+}
+
+#[test]
+fn a_refusal_opens_the_configured_page() {
+    let cfg = SessionConfig {
+        error_pages: vec![(403, CString::new("errors/403.html").unwrap())],
+        ..with_rules(vec![private_rule()])
+    };
+    let mut s = Session::new();
+    s.set_peer(Some("192.0.2.1:5".parse().unwrap()));
+    s.feed(b"GET /private/a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    let Step::Open(o) = s.next(&cfg) else {
+        panic!("the page is opened")
+    };
+    assert_eq!(o.path.as_bytes(), b"errors/403.html");
+    let Step::Respond(r) = s.opened(&cfg, &o, Ok(meta(7))) else {
+        panic!("respond expected")
+    };
+    assert_eq!((r.status, r.body_len), (403, 7));
+}
+
+#[test]
+fn redirect_answers_before_any_open() {
+    let cfg = with_rules(vec![crate::rules::Rule {
+        pattern: "/old/**".into(),
+        redirect: Some(crate::rules::Redirect::parse("308 /new{path}?{query}").unwrap()),
+        ..Default::default()
+    }]);
+    let mut s = Session::new();
+    s.feed(b"GET /old/a%20b?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    let Step::Respond(r) = s.next(&cfg) else {
+        panic!("redirect expected")
+    };
+    assert_eq!(r.status, 308);
+    let h = head_str(&r);
+    assert!(h.starts_with("HTTP/1.1 308 Permanent Redirect\r\n"), "{h}");
+    assert!(h.contains("\r\nLocation: /new/old/a%20b?x=1\r\n"), "{h}");
+    assert_eq!(s.log_info().status, 308);
+}
+
+#[test]
+fn fallback_on_not_found_only() {
+    let cfg = with_rules(vec![crate::rules::Rule {
+        pattern: "/app/**".into(),
+        fallback: Some(CString::new("app/index.html").unwrap()),
+        ..Default::default()
+    }]);
+    let run = |target: &str, first: Result<FileMeta, OpenError>, second| {
+        let mut s = Session::new();
+        s.feed(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        let Step::Open(o) = s.next(&cfg) else {
+            panic!("open expected")
+        };
+        match s.opened(&cfg, &o, first) {
+            Step::Respond(r) => (None, r),
+            Step::Open(o2) => {
+                let p = String::from_utf8(o2.path.as_bytes().to_vec()).unwrap();
+                let Step::Respond(r) = s.opened(&cfg, &o2, second) else {
+                    panic!("one fallback only")
+                };
+                (Some(p), r)
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let (p, r) = run("/app/users/7", Err(OpenError::NotFound), Ok(meta(10)));
+    assert_eq!(p.as_deref(), Some("app/index.html"));
+    assert_eq!(r.status, 200);
+    assert!(
+        head_str(&r).contains("Content-Type: text/html"),
+        "{}",
+        head_str(&r)
+    );
+    // A missing fallback is a 404, not a loop.
+    let (p, r) = run("/app/x", Err(OpenError::NotFound), Err(OpenError::NotFound));
+    assert!(p.is_some());
+    assert_eq!(r.status, 404);
+    // Forbidden stays forbidden; a found file is itself.
+    let (p, r) = run("/app/secret", Err(OpenError::Forbidden), Ok(meta(1)));
+    assert_eq!((p, r.status), (None, 403));
+    let (p, r) = run("/app/a.js", Ok(meta(3)), Ok(meta(1)));
+    assert_eq!((p, r.status), (None, 200));
+    // Outside the glob: no fallback.
+    let (p, r) = run("/other", Err(OpenError::NotFound), Ok(meta(1)));
+    assert_eq!((p, r.status), (None, 404));
+}

@@ -622,3 +622,33 @@ fn a_download_across_a_certificate_reload_gets_every_byte() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn access_rules_see_the_client_over_https() {
+    let root = DocRoot::new(false);
+    for b in HTTPS_BACKENDS {
+        let (_srv, port) = start_https(
+            b,
+            &root,
+            &[
+                "--rule",
+                "/sub/**; allow=10.0.0.0/8",
+                "--rule",
+                "/noindex/**; allow=127.0.0.1",
+            ],
+        );
+        // One connection for both (keep-alive): a refusal, then a file
+        // its client may fetch (the peer is known on an HTTPS connection).
+        let (meta, body) = curl(
+            port,
+            &[
+                &format!("https://localhost:{port}/sub/"),
+                "-o",
+                "/dev/null",
+                &format!("https://localhost:{port}/noindex/file.txt"),
+            ],
+        );
+        assert_eq!(body, b"\n403 1 0file\n", "{b}: {meta}");
+        assert_eq!(meta, "200 0 0", "{b}");
+    }
+}

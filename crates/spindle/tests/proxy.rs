@@ -46,19 +46,6 @@ fn start(
     (srv, proxy, log)
 }
 
-/// The address the startup line marks `(PROXY protocol)`.
-fn proxy_addr(log: &str) -> SocketAddr {
-    let line = log
-        .lines()
-        .find(|l| l.contains("]: serving "))
-        .expect("startup line");
-    let before = line.split(" (PROXY protocol)").next().unwrap();
-    let url = before.rsplit("http://").next().unwrap();
-    url.trim_end_matches('/')
-        .parse()
-        .expect("PROXY listener address")
-}
-
 fn v2(cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {
     let mut h = V2_SIG.to_vec();
     h.push(0x20 | cmd);

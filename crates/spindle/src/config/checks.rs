@@ -125,11 +125,23 @@ pub(super) fn hosts(entries: Vec<(Vec<String>, PathBuf)>) -> Result<Vec<VirtualH
     Ok(out)
 }
 
-/// Reads `--rule "GLOB; cache-control=V; content-type=V; header=N: V"`:
+/// Reads `--rule "GLOB; cache-control=V; content-type=V; header=N: V;
+/// allow=CIDR,CIDR; deny=CIDR; redirect=STATUS TARGET; fallback=PATH;
+/// referers=none,*.example.org; secure-link=PATH"`:
 /// the glob, then `key=value` items split at the `;` before a known key (a
 /// header value may hold `;` itself).
 pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
-    const KEYS: [&str; 3] = ["cache-control=", "content-type=", "header="];
+    const KEYS: [&str; 9] = [
+        "secure-link=",
+        "referers=",
+        "cache-control=",
+        "content-type=",
+        "header=",
+        "allow=",
+        "deny=",
+        "redirect=",
+        "fallback=",
+    ];
     let mut items: Vec<String> = Vec::new();
     for part in arg.split(';') {
         let t = part.trim_start();
@@ -149,10 +161,33 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
         cache_control: None,
         content_type: None,
         headers: Vec::new(),
+        allow: Vec::new(),
+        deny: Vec::new(),
+        redirect: None,
+        fallback: None,
+        referers: None,
+        secure_link: None,
+    };
+    let list = |v: &str| {
+        v.split(',')
+            .map(|c| c.trim().to_string())
+            .collect::<Vec<_>>()
     };
     for item in it {
         let item = item.trim();
-        if let Some(v) = item.strip_prefix("cache-control=") {
+        if let Some(v) = item.strip_prefix("allow=") {
+            e.allow.extend(list(v));
+        } else if let Some(v) = item.strip_prefix("deny=") {
+            e.deny.extend(list(v));
+        } else if let Some(v) = item.strip_prefix("redirect=") {
+            e.redirect = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("secure-link=") {
+            e.secure_link = Some(v.into());
+        } else if let Some(v) = item.strip_prefix("referers=") {
+            e.referers.get_or_insert_with(Vec::new).extend(list(v));
+        } else if let Some(v) = item.strip_prefix("fallback=") {
+            e.fallback = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("cache-control=") {
             e.cache_control = Some(v.to_string());
         } else if let Some(v) = item.strip_prefix("content-type=") {
             e.content_type = Some(v.to_string());
@@ -160,7 +195,7 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.headers.push(v.to_string());
         } else {
             return Err(format!(
-                "rule {:?}: write it as \"GLOB; cache-control=VALUE; content-type=VALUE; header=Name: value\"",
+                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback, referers, secure-link",
                 arg.escape_debug().to_string()
             ));
         }
@@ -182,14 +217,71 @@ pub(super) fn rules(entries: Vec<RuleEntry>) -> Result<spindle_core::rules::Rule
                 }
             }
         };
+        let blocks = |key: &str, list: &[String]| {
+            list.iter()
+                .map(|c| {
+                    spindle_core::proxy::Cidr::parse(c.trim())
+                        .map_err(|err| format!("{what}: {key}: {err}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
         out.push(spindle_core::rules::Rule {
             cache_control: one("Cache-Control", &e.cache_control)?,
             content_type: one("Content-Type", &e.content_type)?,
             headers: header_fields(&what, &e.headers)?,
+            allow: blocks("allow", &e.allow)?,
+            deny: blocks("deny", &e.deny)?,
+            redirect: e
+                .redirect
+                .as_deref()
+                .map(spindle_core::rules::Redirect::parse)
+                .transpose()
+                .map_err(|err| format!("{what}: {err}"))?,
+            fallback: e
+                .fallback
+                .as_deref()
+                .map(|f| fallback(&what, f))
+                .transpose()?,
+            referers: e
+                .referers
+                .as_deref()
+                .map(spindle_core::access::Referers::parse)
+                .transpose()
+                .map_err(|err| format!("{what}: {err}"))?,
+            secure_link: e
+                .secure_link
+                .as_deref()
+                .map(|path| {
+                    std::fs::read(path)
+                        .map_err(|err| err.to_string())
+                        .and_then(|secret| spindle_core::access::SecureLink::new(&secret))
+                        .map_err(|err| format!("{what}: secure-link {}: {err}", path.display()))
+                })
+                .transpose()?,
             pattern: e.pattern,
         });
     }
     spindle_core::rules::Rules::new(out)
+}
+
+/// A rule's `fallback`: a file beneath the root, written from it
+/// (`/index.html`), as the path to open (`index.html`).
+fn fallback(what: &str, f: &str) -> Result<std::ffi::CString, String> {
+    let usage = || {
+        format!(
+            "{what}: fallback {:?}: give a file's path from the root, e.g. \"/index.html\"",
+            f.escape_debug().to_string()
+        )
+    };
+    if !f.starts_with('/') || f.contains(['%', '?', '#', '\0']) {
+        return Err(usage());
+    }
+    match spindle_core::path::resolve(f.as_bytes(), true) {
+        Ok(r) if !r.is_dir_request && !r.rel.is_empty() => {
+            std::ffi::CString::new(r.rel).map_err(|_| usage())
+        }
+        _ => Err(usage()),
+    }
 }
 
 /// Checks `--precompressed` names (`br`, `zstd`, `gzip`; `zst` and `gz`

@@ -85,6 +85,14 @@ pub(super) struct RuleEntry {
     pub(super) content_type: Option<String>,
     #[serde(default)]
     pub(super) headers: Vec<String>,
+    #[serde(default)]
+    pub(super) allow: Vec<String>,
+    #[serde(default)]
+    pub(super) deny: Vec<String>,
+    pub(super) redirect: Option<String>,
+    pub(super) fallback: Option<String>,
+    pub(super) referers: Option<Vec<String>>,
+    pub(super) secure_link: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]

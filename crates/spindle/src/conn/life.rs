@@ -3,6 +3,7 @@
 //! socket, operations in flight, the response's buffers, TLS records) next
 //! to it.
 
+use std::os::fd::RawFd;
 use std::time::Instant;
 
 use spindle_core::{Listing, OpenError, OpenRequest, Response, Session, Step};
@@ -61,16 +62,20 @@ pub struct Life {
     /// Waiting (in `Phase::Opening`) for a directory listing from the
     /// helpers (`crate::lister`).
     pub listing: bool,
+    /// The socket, asked for its peer when a rule by address needs it.
+    fd: RawFd,
 }
 
 impl Life {
-    /// A connection just accepted. A PROXY header is part of the first
-    /// request's head, so a proxied one starts on `--header-timeout`.
+    /// A connection just accepted on socket `fd`. A PROXY header is part
+    /// of the first request's head, so a proxied one starts on
+    /// `--header-timeout`.
     pub fn new(
         session: Session,
         per_ip: Option<crate::perip::IpSlot>,
         ctx: &WorkerContext,
         proxied: bool,
+        fd: RawFd,
         now: Instant,
     ) -> Life {
         let timeout = if proxied {
@@ -88,6 +93,7 @@ impl Life {
             lingered: 0,
             idle: false,
             listing: false,
+            fd,
         }
     }
 
@@ -105,6 +111,13 @@ impl Life {
     ) -> Next {
         let handshaking = tls == Some(true);
         debug_assert_eq!(self.phase, Phase::Reading);
+        // Rules by address (`allow`, `deny`) need the client: a plain
+        // connection's peer, asked for once, and only while such rules are
+        // configured (a reload may add them to a connection already open).
+        // A proxied session knows its client from the start.
+        if self.session.client().is_none() && ctx.session_cfg.rules.by_address() {
+            self.session.set_peer(crate::net::peer_addr(self.fd));
+        }
         let step = self.session.next(&ctx.session_cfg);
         // A connection waiting for a request with none of it here is idle.
         let idle = matches!(step, Step::NeedInput)

@@ -175,7 +175,7 @@ impl Serving {
         } else {
             plain_session(ctx, fd)
         };
-        let life = Life::new(session, per_ip, ctx, proxied, now);
+        let life = Life::new(session, per_ip, ctx, proxied, fd, now);
         let tls = if i >= self.tls.from {
             let copy = self.tls.copy.as_mut().expect("HTTPS listener without TLS");
             if let Some(shared) = &self.tls.shared {

@@ -479,3 +479,16 @@ pub fn wait_log_lines(path: &Path, n: usize) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The address the startup line marks `(PROXY protocol)`.
+pub fn proxy_addr(log: &str) -> SocketAddr {
+    let line = log
+        .lines()
+        .find(|l| l.contains("]: serving "))
+        .expect("startup line");
+    let before = line.split(" (PROXY protocol)").next().unwrap();
+    let url = before.rsplit("http://").next().unwrap();
+    url.trim_end_matches('/')
+        .parse()
+        .expect("PROXY listener address")
+}
