@@ -11,6 +11,8 @@
 //!
 //! Map:
 //! - [`limits`]: every bound, named.
+//! - [`h2`]: HTTP/2 (RFC 9113, HPACK): frames, header compression and the
+//!   connection state machine, driven like [`Session`] but per stream.
 //! - [`request`]: request-line and header parsing (httparse), framing of
 //!   bodies, and the request-level checks (Host, method, version).
 //! - [`exchange`]: one HTTP/2 stream's request and response in the terms
@@ -39,6 +41,7 @@ pub mod date;
 pub mod encoding;
 pub mod exchange;
 pub mod file;
+pub mod h2;
 pub mod limits;
 pub mod listing;
 pub mod path;

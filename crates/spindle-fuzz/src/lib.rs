@@ -15,6 +15,9 @@ use spindle_core::{path, Encoding, FileMeta, OpenError, Session, SessionConfig, 
 /// what the input's bytes can ask for).
 const MAX_STEPS: usize = 100_000;
 
+mod h2;
+pub use h2::h2;
+
 /// A little-endian number from up to 8 bytes of `data` at `at` (missing
 /// bytes read as 0).
 fn num(data: &[u8], at: usize, len: usize) -> u64 {

@@ -76,6 +76,11 @@ fn tls_corpus() {
 }
 
 #[test]
+fn h2_corpus() {
+    replay("h2", spindle_fuzz::h2);
+}
+
+#[test]
 fn proxy_corpus() {
     replay("proxy", spindle_fuzz::proxy);
 }

@@ -1,0 +1,410 @@
+//! HPACK (RFC 7541): the header block decoder a server needs, with its
+//! dynamic table, and an encoder for response headers.
+//!
+//! Written here rather than taken from a crate: the `hpack` crate is
+//! unmaintained and panics on crafted input (RUSTSEC-2023-0085); its fork
+//! `loona-hpack` accepts a dynamic table size update anywhere in a block
+//! (RFC 7541 §4.2 allows it only at the start) and cannot stop a bomb
+//! early (its callback cannot refuse), and `httlib-hpack` decodes every
+//! field into a new allocation and has not changed since 2021. What a
+//! server needs is small: the decoder below bounds its work by the block's
+//! length and its memory by the table size and one field's bytes, and
+//! stops handing out fields once the header list passes its limit.
+//!
+//! The encoder keeps no dynamic table (RFC 7541 §2.3 lets an encoder
+//! leave it empty, so the peer's SETTINGS_HEADER_TABLE_SIZE never
+//! matters): `:status` from the static table where it is there, each field
+//! as a literal without indexing, its name by static index when it has
+//! one, each string Huffman-coded when that is shorter.
+
+use std::collections::VecDeque;
+
+use super::huffman;
+
+/// Bytes a field costs in the dynamic table and in a header list's size
+/// besides its name and value (RFC 7541 §4.1, RFC 9113 §6.5.2).
+pub const FIELD_OVERHEAD: usize = 32;
+
+/// Largest integer a block may encode: anything larger is a
+/// COMPRESSION_ERROR, so decoding never overflows.
+const MAX_INT: u64 = u32::MAX as u64;
+
+/// Most dynamic table size updates at the start of one block (§4.2: at
+/// most two, the smallest size since the last block and then the final
+/// one).
+const MAX_SIZE_UPDATES: usize = 2;
+
+/// The static table (RFC 7541 Appendix A), index 1 first.
+pub const STATIC_TABLE: [(&str, &str); 61] = [
+    (":authority", ""),
+    (":method", "GET"),
+    (":method", "POST"),
+    (":path", "/"),
+    (":path", "/index.html"),
+    (":scheme", "http"),
+    (":scheme", "https"),
+    (":status", "200"),
+    (":status", "204"),
+    (":status", "206"),
+    (":status", "304"),
+    (":status", "400"),
+    (":status", "404"),
+    (":status", "500"),
+    ("accept-charset", ""),
+    ("accept-encoding", "gzip, deflate"),
+    ("accept-language", ""),
+    ("accept-ranges", ""),
+    ("accept", ""),
+    ("access-control-allow-origin", ""),
+    ("age", ""),
+    ("allow", ""),
+    ("authorization", ""),
+    ("cache-control", ""),
+    ("content-disposition", ""),
+    ("content-encoding", ""),
+    ("content-language", ""),
+    ("content-length", ""),
+    ("content-location", ""),
+    ("content-range", ""),
+    ("content-type", ""),
+    ("cookie", ""),
+    ("date", ""),
+    ("etag", ""),
+    ("expect", ""),
+    ("expires", ""),
+    ("from", ""),
+    ("host", ""),
+    ("if-match", ""),
+    ("if-modified-since", ""),
+    ("if-none-match", ""),
+    ("if-range", ""),
+    ("if-unmodified-since", ""),
+    ("last-modified", ""),
+    ("link", ""),
+    ("location", ""),
+    ("max-forwards", ""),
+    ("proxy-authenticate", ""),
+    ("proxy-authorization", ""),
+    ("range", ""),
+    ("referer", ""),
+    ("refresh", ""),
+    ("retry-after", ""),
+    ("server", ""),
+    ("set-cookie", ""),
+    ("strict-transport-security", ""),
+    ("transfer-encoding", ""),
+    ("user-agent", ""),
+    ("vary", ""),
+    ("via", ""),
+    ("www-authenticate", ""),
+];
+
+/// A header block the decoder refuses: a COMPRESSION_ERROR, which ends the
+/// connection (the two tables can no longer agree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HpackError {
+    /// The block ends inside a representation.
+    Truncated,
+    /// An integer over 2^32 - 1.
+    IntegerTooLarge,
+    /// Index 0, or past the end of both tables.
+    BadIndex,
+    /// A table size update after the first field, more than two of them,
+    /// or a size over our SETTINGS_HEADER_TABLE_SIZE.
+    BadSizeUpdate,
+    /// A Huffman string with EOS or bad padding.
+    Huffman,
+}
+
+/// A table entry: name and value.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// The decoder's dynamic table (§2.3.2): newest entry first.
+#[derive(Debug, Default)]
+struct Table {
+    entries: VecDeque<Entry>,
+    size: usize,
+    max: usize,
+}
+
+impl Table {
+    fn evict_to(&mut self, max: usize) {
+        while self.size > max {
+            let (n, v) = self.entries.pop_back().expect("size > 0 means an entry");
+            self.size -= n.len() + v.len() + FIELD_OVERHEAD;
+        }
+    }
+
+    fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + FIELD_OVERHEAD;
+        if size > self.max {
+            // §4.4: an entry larger than the table empties it.
+            self.entries.clear();
+            self.size = 0;
+            return;
+        }
+        self.evict_to(self.max - size);
+        self.entries.push_front((name.into(), value.into()));
+        self.size += size;
+        debug_assert!(self.size <= self.max);
+    }
+
+    fn set_max(&mut self, max: usize) {
+        self.max = max;
+        self.evict_to(max);
+    }
+}
+
+/// Decodes header blocks for one connection.
+#[derive(Debug)]
+pub struct Decoder {
+    table: Table,
+    /// Our SETTINGS_HEADER_TABLE_SIZE: the most a size update may ask for.
+    limit: usize,
+    name: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// One field's name or value: where its bytes are.
+#[derive(Clone, Copy)]
+enum Str {
+    /// The static table's entry, name or value.
+    Static(usize, bool),
+    /// The dynamic table's entry (0 = newest), name or value.
+    Dynamic(usize, bool),
+    /// The decoder's scratch buffer (name or value).
+    Scratch(bool),
+}
+
+impl Decoder {
+    /// A decoder whose dynamic table may grow to `table_size` bytes (the
+    /// SETTINGS_HEADER_TABLE_SIZE we advertise).
+    pub fn new(table_size: usize) -> Decoder {
+        Decoder {
+            table: Table {
+                max: table_size,
+                ..Table::default()
+            },
+            limit: table_size,
+            name: Vec::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// Bytes the dynamic table holds now (entries plus their overhead).
+    pub fn table_size(&self) -> usize {
+        self.table.size
+    }
+
+    /// Decodes one whole header block (HEADERS plus its CONTINUATIONs),
+    /// handing each field to `field` in order while the header list's
+    /// size (names, values and 32 bytes per field) stays within
+    /// `max_list_size`. Past that no more fields are handed out, but the
+    /// rest of the block is still decoded so the dynamic table stays in
+    /// step with the peer's; the result is then `Ok(false)`. An indexed
+    /// field is never copied, so a block that names one large table entry
+    /// over and over (an "HPACK bomb") costs its length in time and
+    /// nothing in memory.
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        max_list_size: usize,
+        field: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, HpackError> {
+        let mut pos = 0;
+        let mut list_size = 0usize;
+        let mut fits = true;
+        let mut fields = 0usize;
+        let mut updates = 0usize;
+        while pos < block.len() {
+            let b = block[pos];
+            let (name, value, index) = if b & 0x80 != 0 {
+                // §6.1 indexed field.
+                let (i, n) = int(&block[pos..], 7)?;
+                pos += n;
+                let (name, value) = self.lookup(i)?;
+                (name, value, false)
+            } else if b & 0xe0 == 0x20 {
+                // §6.3 dynamic table size update: only before any field.
+                let (size, n) = int(&block[pos..], 5)?;
+                pos += n;
+                updates += 1;
+                if fields > 0 || updates > MAX_SIZE_UPDATES || size > self.limit {
+                    return Err(HpackError::BadSizeUpdate);
+                }
+                self.table.set_max(size);
+                continue;
+            } else {
+                // §6.2 literal: with incremental indexing (01, 6-bit
+                // index), without indexing (0000) or never indexed (0001),
+                // both with a 4-bit index.
+                let (prefix, index) = if b & 0xc0 == 0x40 {
+                    (6, true)
+                } else {
+                    (4, false)
+                };
+                let (i, n) = int(&block[pos..], prefix)?;
+                pos += n;
+                let name = if i == 0 {
+                    pos += string(&block[pos..], &mut self.name)?;
+                    Str::Scratch(true)
+                } else {
+                    self.lookup(i)?.0
+                };
+                pos += string(&block[pos..], &mut self.value)?;
+                (name, Str::Scratch(false), index)
+            };
+            fields += 1;
+            let (n, v) = (self.get(name), self.get(value));
+            list_size = list_size.saturating_add(n.len() + v.len() + FIELD_OVERHEAD);
+            if fits && list_size <= max_list_size {
+                field(n, v);
+            } else {
+                fits = false;
+            }
+            if index {
+                let (n, v) = (n.to_vec(), v.to_vec());
+                self.table.insert(&n, &v);
+            }
+        }
+        Ok(fits)
+    }
+
+    /// Where index `i` (1-based, static then dynamic) points.
+    fn lookup(&self, i: usize) -> Result<(Str, Str), HpackError> {
+        match i {
+            0 => Err(HpackError::BadIndex),
+            1..=61 => Ok((Str::Static(i - 1, true), Str::Static(i - 1, false))),
+            _ if i - 62 < self.table.entries.len() => {
+                Ok((Str::Dynamic(i - 62, true), Str::Dynamic(i - 62, false)))
+            }
+            _ => Err(HpackError::BadIndex),
+        }
+    }
+
+    fn get(&self, s: Str) -> &[u8] {
+        match s {
+            Str::Static(i, true) => STATIC_TABLE[i].0.as_bytes(),
+            Str::Static(i, false) => STATIC_TABLE[i].1.as_bytes(),
+            Str::Dynamic(i, true) => &self.table.entries[i].0,
+            Str::Dynamic(i, false) => &self.table.entries[i].1,
+            Str::Scratch(true) => &self.name,
+            Str::Scratch(false) => &self.value,
+        }
+    }
+}
+
+/// Decodes an integer with an `prefix`-bit prefix (§5.1) from the start of
+/// `buf`: its value and the bytes it took.
+fn int(buf: &[u8], prefix: u32) -> Result<(usize, usize), HpackError> {
+    let max_prefix = (1u8 << prefix) - 1;
+    let first = buf.first().ok_or(HpackError::Truncated)? & max_prefix;
+    if first < max_prefix {
+        return Ok((usize::from(first), 1));
+    }
+    let mut value = u64::from(max_prefix);
+    let mut shift = 0u32;
+    for (i, &b) in buf.iter().enumerate().skip(1) {
+        value += u64::from(b & 0x7f) << shift;
+        if value > MAX_INT {
+            return Err(HpackError::IntegerTooLarge);
+        }
+        if b & 0x80 == 0 {
+            return Ok((value as usize, i + 1));
+        }
+        shift += 7;
+        if shift > 28 {
+            // A sixth continuation byte can only add zeros or overflow.
+            return Err(HpackError::IntegerTooLarge);
+        }
+    }
+    Err(HpackError::Truncated)
+}
+
+/// Decodes a string literal (§5.2) from the start of `buf` into `out`
+/// (replacing its contents); returns the bytes it took.
+fn string(buf: &[u8], out: &mut Vec<u8>) -> Result<usize, HpackError> {
+    let huff = buf.first().ok_or(HpackError::Truncated)? & 0x80 != 0;
+    let (len, n) = int(buf, 7)?;
+    let raw = buf.get(n..n + len).ok_or(HpackError::Truncated)?;
+    out.clear();
+    if huff {
+        huffman::decode(raw, out).map_err(|_| HpackError::Huffman)?;
+    } else {
+        out.extend_from_slice(raw);
+    }
+    Ok(n + len)
+}
+
+/// Appends an integer with a `prefix`-bit prefix, the prefix's byte
+/// starting with `flags`.
+fn put_int(out: &mut Vec<u8>, flags: u8, prefix: u32, value: usize) {
+    let max_prefix = (1usize << prefix) - 1;
+    if value < max_prefix {
+        out.push(flags | value as u8);
+        return;
+    }
+    out.push(flags | max_prefix as u8);
+    let mut rest = value - max_prefix;
+    while rest >= 0x80 {
+        out.push((rest as u8 & 0x7f) | 0x80);
+        rest >>= 7;
+    }
+    out.push(rest as u8);
+}
+
+/// Appends a string literal, Huffman-coded if that is shorter.
+fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+    let h = huffman::encoded_len(s);
+    if h < s.len() {
+        put_int(out, 0x80, 7, h);
+        huffman::encode(s, out);
+    } else {
+        put_int(out, 0, 7, s.len());
+        out.extend_from_slice(s);
+    }
+}
+
+/// Appends the encoding of `:status` (an index when the static table has
+/// the code, else a literal with the name's index).
+pub fn encode_status(status: u16, out: &mut Vec<u8>) {
+    debug_assert!((100..1000).contains(&status));
+    let digits = [
+        b'0' + (status / 100 % 10) as u8,
+        b'0' + (status / 10 % 10) as u8,
+        b'0' + (status % 10) as u8,
+    ];
+    match STATIC_TABLE[7..14]
+        .iter()
+        .position(|(_, v)| v.as_bytes() == digits)
+    {
+        Some(i) => put_int(out, 0x80, 7, i + 8),
+        None => {
+            put_int(out, 0, 4, 8);
+            put_str(out, &digits);
+        }
+    }
+}
+
+/// Appends one field as a literal without indexing (§6.2.2), its name
+/// lowercased (HTTP/2 field names are lowercase; RFC 9113 §8.2.1).
+pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    let lower;
+    let name: &[u8] = if name.iter().any(u8::is_ascii_uppercase) {
+        lower = name.to_ascii_lowercase();
+        &lower
+    } else {
+        name
+    };
+    match STATIC_TABLE.iter().position(|(n, _)| n.as_bytes() == name) {
+        Some(i) => put_int(out, 0, 4, i + 1),
+        None => {
+            out.push(0);
+            put_str(out, name);
+        }
+    }
+    put_str(out, value);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,28 @@
+//! HTTP/2 (RFC 9113) without I/O: frames, HPACK, and the connection
+//! state machine a driver feeds bytes to.
+//!
+//! - [`frame`]: the 9-byte frame header, parsing every frame type with
+//!   RFC 9113's size, stream and padding rules, and encoders for the
+//!   frames a server sends.
+//! - [`hpack`] (with `huffman`): RFC 7541's decoder and a response
+//!   encoder.
+//! - [`settings`]: [`H2Settings`], our limits and advertised settings,
+//!   and the flood budgets, each default named.
+//! - `request`: a request's header block checked and turned into a
+//!   [`Request`].
+//! - [`conn`]: [`H2Conn`], one connection: preface, SETTINGS, streams and
+//!   their states, flow control, limits on hostile clients, and the send
+//!   side (HEADERS, DATA frame headers, a fair scheduler); `conn/recv.rs`
+//!   is what each received frame does.
+
+pub mod conn;
+pub mod frame;
+pub mod hpack;
+mod huffman;
+mod request;
+pub mod settings;
+
+pub use conn::{Event, H2Conn};
+pub use frame::ErrorCode;
+pub use request::Request;
+pub use settings::{FloodLimits, H2Settings};
