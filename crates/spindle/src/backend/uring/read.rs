@@ -147,7 +147,15 @@ impl Worker {
     /// A `READ` of `len` bytes of `file` at `offset` into chunk buffer `b`,
     /// behind its head reserve (the head is copied in front once they are
     /// in); the buffer is the kernel's until the completion.
-    pub(super) fn read_into(&mut self, slot: u32, op: Op, file: RawFd, b: u32, offset: u64, len: usize) {
+    pub(super) fn read_into(
+        &mut self,
+        slot: u32,
+        op: Op,
+        file: RawFd,
+        b: u32,
+        offset: u64,
+        len: usize,
+    ) {
         let dst =
             self.pool.bufs[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
         let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)

@@ -9,7 +9,7 @@ use spindle_core::Response;
 
 use super::read::go_direct;
 use super::ring::Op;
-use super::{Tx, Worker, HEAD_RESERVE, SENDFILE_MIN};
+use super::{Tx, Worker, SENDFILE_MIN};
 use crate::config::FirstMiss;
 use crate::conn::policy::{changed, truncated, version_holds};
 use crate::conn::Phase;
