@@ -224,6 +224,9 @@ pub struct Cli {
     /// Send every body from a copy in memory, never by sendfile(2) from the page cache (io-uring, posix-aio); see docs/reliability.md
     #[arg(long)]
     pub no_sendfile: bool,
+    /// Serve HTTP/1.1 only: no ALPN `h2` on HTTPS listeners, and a plain connection opening with the HTTP/2 preface is not taken as HTTP/2 (io-uring serves HTTP/2; other backends only HTTP/1.1)
+    #[arg(long)]
+    pub no_http2: bool,
     /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
     #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
     pub precompressed: Vec<String>,
@@ -305,6 +308,9 @@ pub struct Config {
     /// is read into a buffer and sent from there, so that a file changed in
     /// place mid-response can never reach bytes already queued.
     pub sendfile: bool,
+    /// HTTP/2: ALPN `h2` on HTTPS listeners and prior knowledge (h2c) on
+    /// plain ones, where the backend serves it (io-uring).
+    pub http2: bool,
     /// `--add-header` fields, wire-ready (`Name: value\r\n` each).
     pub extra_headers: Vec<u8>,
     /// Codings served from precompressed sidecars, preferred first.
@@ -453,6 +459,7 @@ impl Config {
                 .or(file.first_miss)
                 .unwrap_or(FirstMiss::Auto),
             sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
+            http2: !cli.no_http2 && file.http2.unwrap_or(true),
             // The command line's fields replace the file's, as for every
             // other key.
             extra_headers: header_fields(
@@ -520,6 +527,11 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Whether HTTP/2 is served: on (`http2`) and a backend that serves it.
+    pub fn serves_http2(&self) -> bool {
+        self.http2 && self.backend == BackendKind::IoUring
     }
 
     /// Connections one worker may hold.

@@ -75,6 +75,8 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         user => "user",
         metrics => "metrics",
         sendfile => "sendfile",
+        // ALPN is part of the TLS configuration the workers were given.
+        http2 => "http2",
         // The listing helpers and each worker's listing cache are made at
         // start; a session told to list without them had nothing to ask.
         autoindex => "autoindex",
@@ -102,6 +104,7 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         user: _,
         metrics: _,
         sendfile: _,
+        http2: _,
         autoindex: _,
         depth: _,
         backend_is_default: _,

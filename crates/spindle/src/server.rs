@@ -153,7 +153,7 @@ fn load_tls(
     if !listeners.has(Kind::Tls) {
         return Ok(None);
     }
-    let shared = crate::tls::Shared::load(&cfg.tls_certs)?;
+    let shared = crate::tls::Shared::load(&cfg.tls_certs, cfg.serves_http2())?;
     let path = match net::ktls_available() {
         Ok(()) => "kernel TLS is available but not used yet".to_string(),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
@@ -353,6 +353,12 @@ fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
             ""
         }
     );
+    if cfg.http2 && !cfg.serves_http2() {
+        crate::info!(
+            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by io-uring)",
+            cfg.backend.name()
+        );
+    }
     if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
         crate::info!(
             "page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",

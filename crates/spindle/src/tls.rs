@@ -77,18 +77,21 @@ pub struct Shared {
     generation: AtomicU64,
     specs: Vec<CertSpec>,
     resumption: Resumption,
+    h2: bool,
 }
 
 impl Shared {
-    /// Loads the certificates (one error line on failure).
-    pub fn load(specs: &[CertSpec]) -> Result<Shared, String> {
+    /// Loads the certificates (one error line on failure); `h2`: offer
+    /// HTTP/2 by ALPN.
+    pub fn load(specs: &[CertSpec], h2: bool) -> Result<Shared, String> {
         let resumption = Resumption::new()?;
-        let cfg = server_config_with(specs, &resumption)?;
+        let cfg = server_config_with(specs, &resumption, h2)?;
         Ok(Shared {
             current: Mutex::new(cfg),
             generation: AtomicU64::new(0),
             specs: specs.to_vec(),
             resumption,
+            h2,
         })
     }
 
@@ -118,7 +121,7 @@ impl Shared {
     /// configuration stays. Ticket keys and cached sessions carry over, so
     /// clients keep resuming.
     pub fn reload(&self) -> Result<(), String> {
-        let cfg = server_config_with(&self.specs, &self.resumption)?;
+        let cfg = server_config_with(&self.specs, &self.resumption, self.h2)?;
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -217,12 +220,14 @@ fn suite_rank(suite: rustls::CipherSuite) -> (u8, u8) {
 /// Loads and checks the certificates and keys and builds the configuration,
 /// with resumption state of its own. Errors are one line naming the file.
 pub fn server_config(specs: &[CertSpec]) -> Result<Arc<ServerConfig>, String> {
-    server_config_with(specs, &Resumption::new()?)
+    server_config_with(specs, &Resumption::new()?, false)
 }
 
+/// `h2`: offer HTTP/2 by ALPN, before HTTP/1.1.
 fn server_config_with(
     specs: &[CertSpec],
     resumption: &Resumption,
+    h2: bool,
 ) -> Result<Arc<ServerConfig>, String> {
     if specs.is_empty() {
         return Err("TLS needs a certificate: give --tls-cert FILE and --tls-key FILE".into());
@@ -249,6 +254,9 @@ fn server_config_with(
     // http/1.0 too, as nginx does: curl -0 offers only that, and an
     // ALPN mismatch is a fatal alert (RFC 7301).
     cfg.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
+    if h2 {
+        cfg.alpn_protocols.insert(0, b"h2".to_vec());
+    }
     cfg.ignore_client_order = true;
     cfg.session_storage = resumption.storage.clone();
     cfg.ticketer = resumption.ticketer.clone();

@@ -23,6 +23,7 @@
 //! fit: one `Life` per connection, one exchange per stream.
 
 mod context;
+pub mod h2;
 mod life;
 pub mod policy;
 mod serve;

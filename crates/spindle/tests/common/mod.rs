@@ -492,3 +492,35 @@ pub fn proxy_addr(log: &str) -> SocketAddr {
         .parse()
         .expect("PROXY listener address")
 }
+
+/// The sockets process `pid` holds (files left out: the open-file cache
+/// may keep those open).
+pub fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .count()
+}
+
+/// Waits for a client started after `idle` sockets were counted to
+/// connect (5 s at most), then for the server to drop it (15 s at most).
+pub fn connected_then_dropped(pid: u32, idle: usize, what: &str) {
+    let t = Instant::now();
+    while sockets(pid) == idle {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{what}: the client never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while sockets(pid) > idle {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "{what}: the stalled connection was not dropped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

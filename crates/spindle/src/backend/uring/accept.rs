@@ -126,22 +126,13 @@ impl Worker {
             );
             return;
         }
-        let who = self.conns.insert(Conn {
+        let who = self.conns.insert(Conn::new(
             fd,
-            life: a.life,
-            inflight: 0,
-            recv_armed: false,
-            recv_cancelling: false,
-            open: None,
-            file: None,
-            first_use: false,
-            tx: None,
-            dev: 0,
-            disk_waiting: false,
+            a.life,
+            super::h2::Proto::Http1,
             tls,
-            disk_at: self.now,
-            bulk: crate::net::Bulk::Off,
-        });
+            self.now,
+        ));
         let m = &self.serve.ctx.metrics;
         m.accepted.inc();
         m.open.set(self.conns.live() as u64);
@@ -190,6 +181,9 @@ impl Worker {
         }
         for who in idle {
             self.begin_close(who.slot, false);
+        }
+        if self.serve.draining {
+            self.h2_drain();
         }
     }
 }

@@ -25,9 +25,24 @@ impl Worker {
     /// Asks the session what to do next, and starts doing it.
     pub(super) fn drive(&mut self, slot: u32) {
         let c = self.conns.live_at(slot);
+        if c.proto.is_h2() {
+            // Its streams are driven each in its own slot.
+            return self.h2_after_recv(slot);
+        }
+        let stream = c.proto.is_stream();
         let tls = c.tls.as_ref().map(|t| t.handshaking());
         let (ctx, draining) = (&self.serve.ctx, self.serve.draining);
-        match c.life.next(ctx, self.now, draining, tls) {
+        let next = c.life.next(ctx, self.now, draining, tls);
+        if stream {
+            // A stream's session had its whole request; after its
+            // response it is over.
+            return match next {
+                Next::Open(req) => self.open_step(slot, req),
+                Next::Respond(resp) => self.start_tx(slot, resp),
+                Next::Receive | Next::Close { .. } => self.h2_stream_close(slot),
+            };
+        }
+        match next {
             Next::Receive => self.arm_recv(slot),
             Next::Open(req) => self.open_step(slot, req),
             Next::Respond(resp) => self.start_tx(slot, resp),
@@ -46,9 +61,18 @@ impl Worker {
     pub(super) fn arm_recv(&mut self, slot: u32) {
         let cfg = self.serve.ctx.session_cfg.clone();
         let c = self.conns.live_at(slot);
+        if c.proto.is_stream() {
+            // A stream slot never receives: its connection does.
+            return;
+        }
+        let h2_room = match &c.proto {
+            super::h2::Proto::H2(io) => Some(!io.link.input_full()),
+            _ => None,
+        };
         let want = match c.life.phase {
             Phase::Lingering => true,
             Phase::Closing => false,
+            _ if h2_room.is_some() => h2_room == Some(true),
             // Nothing sent after the last request is read as a request;
             // what arrives anyway is found at the close (see drive).
             _ => c.life.session.wants_input(&cfg) && !c.life.session.closes_after_response(),
@@ -59,7 +83,10 @@ impl Worker {
         c.recv_armed = true;
         c.recv_cancelling = false;
         let fd = c.fd;
-        let sqe = if c.life.session.served() == 0 && c.life.phase != Phase::Lingering {
+        let sqe = if c.life.session.served() == 0
+            && c.life.phase != Phase::Lingering
+            && h2_room.is_none()
+        {
             // Until a response has kept the connection open, one-shot: a
             // connection-per-fetch client then leaves no receive armed
             // while its response is sent, so its close needs no cancel
@@ -124,10 +151,29 @@ impl Worker {
                         }
                     }
                     let c = self.conn(slot);
+                    if c.proto.is_h2() {
+                        return self.h2_after_recv(slot);
+                    }
                     if !c.life.session.wants_input(&cfg) {
                         self.cancel_recv(slot);
                     }
                     return self.after_recv(slot);
+                }
+                _ if c.proto.is_h2()
+                    || (self.serve.ctx.cfg.serves_http2()
+                        && c.life.session.served() == 0
+                        && !c.life.session.mid_request()
+                        && super::h2::is_preface(data)) =>
+                {
+                    // HTTP/2: a connection that is, or one whose first
+                    // bytes are the preface (prior knowledge, h2c).
+                    let data = data.to_vec();
+                    self.provide_recv_buf(bid);
+                    if !self.conn(slot).proto.is_h2() {
+                        self.h2_begin(slot);
+                    }
+                    self.h2_received(slot, &data);
+                    return self.h2_after_recv(slot);
                 }
                 _ => {
                     c.life.session.feed(data);
@@ -163,7 +209,7 @@ impl Worker {
 
     /// What a connection does after a receive: parse (when reading),
     /// linger on, or keep receiving.
-    fn after_recv(&mut self, slot: u32) {
+    pub(super) fn after_recv(&mut self, slot: u32) {
         let c = self.conn(slot);
         match c.life.phase {
             Phase::Reading => self.drive(slot),
@@ -286,6 +332,15 @@ impl Worker {
         if c.life.phase == Phase::Closing {
             return;
         }
+        if c.proto.is_stream() {
+            return self.h2_stream_close(slot);
+        }
+        // An HTTP/2 connection's stream slots go before it.
+        self.h2_abort_streams(slot);
+        let c = self.conns.live_at(slot);
+        if c.life.phase == Phase::Closing {
+            return;
+        }
         if c.life.closing(&self.serve.ctx, linger, self.now) {
             let fd = c.fd;
             if c.tls.is_some() {
@@ -301,8 +356,8 @@ impl Worker {
             return;
         }
         c.life.phase = Phase::Closing;
-        let sending =
-            c.inflight > 0 && (c.tx.is_some() || c.tls.as_ref().is_some_and(|t| t.sending()));
+        let sending = c.inflight > 0
+            && (c.tx.is_some() || c.tls.as_ref().is_some_and(|t| t.sending()) || c.proto.is_h2());
         let gen = self.conns.ticket(slot).expect("live slot").gen;
         self.cancel_recv(slot);
         if sending {
@@ -310,7 +365,7 @@ impl Worker {
             // that stopped reading waits for socket space forever; cancel it
             // (a no-op if none is in flight). A READ of the file cannot be
             // cut short and simply completes.
-            for op in [Op::Send, Op::PollOut, Op::TlsSend] {
+            for op in [Op::Send, Op::PollOut, Op::TlsSend, Op::H2Send] {
                 self.push(
                     opcode::AsyncCancel::new(ud(op, slot, gen)).build(),
                     ud(Op::Cancel, NO_SLOT, 0),
@@ -338,10 +393,13 @@ impl Worker {
             debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
             debug_assert!(tx.ahead.is_none(), "read-ahead buffer leaked");
         }
-        self.push(
-            opcode::Close::new(types::Fd(c.fd)).build(),
-            ud(Op::Close, NO_SLOT, 0),
-        );
+        if !c.proto.is_stream() {
+            // A stream slot's fd is its connection's, closed by it.
+            self.push(
+                opcode::Close::new(types::Fd(c.fd)).build(),
+                ud(Op::Close, NO_SLOT, 0),
+            );
+        }
         drop(c.file);
         self.serve.ctx.metrics.open.set(self.conns.live() as u64);
         if !self.conns.full() {
@@ -386,10 +444,16 @@ impl Worker {
                 self.arm_accept(i);
             }
         }
-        let expired = self
-            .serve
-            .sweep(&self.conns, now, |c| (&c.life, c.recv_armed));
+        // An HTTP/2 connection keeps its deadline itself (`h2_touch`),
+        // also while its input waits and no receive is armed.
+        let expired = self.serve.sweep(&self.conns, now, |c| {
+            (&c.life, c.recv_armed || c.proto.is_h2())
+        });
         for (who, phase, why) in expired {
+            if self.conns.get(who).is_none() {
+                // A stream slot its connection's close took with it.
+                continue;
+            }
             if phase == Phase::Lingering && why != Timeout::Drain {
                 self.conn(who.slot).life.phase = Phase::Closing;
                 self.cancel_recv(who.slot);

@@ -46,6 +46,7 @@
 mod accept;
 mod conn;
 mod disk;
+mod h2;
 mod pool;
 mod probe;
 mod read;
@@ -215,8 +216,12 @@ impl ChunkBuf {
 /// A connection as this loop keeps it: its life (`conn::Life`) beside
 /// what only the ring needs.
 struct Conn {
+    /// The socket; a stream slot names its connection's (for the log and
+    /// the rules by address) and never does I/O on it.
     fd: RawFd,
     life: Life,
+    /// The protocol on the socket, or the HTTP/2 stream this slot serves.
+    proto: h2::Proto,
     /// Ring operations in flight that name this slot.
     inflight: u32,
     /// A multishot `RECV` is armed (until its final completion).
@@ -244,6 +249,41 @@ struct Conn {
     /// loop turn goes by `sendfile` (`Worker::send_ready`); `finish_tx`
     /// ends it.
     bulk: crate::net::Bulk,
+}
+
+impl Conn {
+    /// A connection (or stream slot) about to be served, nothing in flight.
+    fn new(
+        fd: RawFd,
+        life: Life,
+        proto: h2::Proto,
+        tls: Option<Box<tls::TlsState>>,
+        now: Instant,
+    ) -> Conn {
+        Conn {
+            fd,
+            life,
+            proto,
+            inflight: 0,
+            recv_armed: false,
+            recv_cancelling: false,
+            open: None,
+            file: None,
+            first_use: false,
+            tx: None,
+            dev: 0,
+            disk_waiting: false,
+            tls,
+            disk_at: now,
+            bulk: crate::net::Bulk::Off,
+        }
+    }
+
+    /// Its responses pass through memory as plaintext (HTTPS, or an
+    /// HTTP/2 stream): bodies are read into buffers, never `sendfile`d.
+    fn sends_plaintext(&self) -> bool {
+        self.tls.is_some() || self.proto.is_stream()
+    }
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in

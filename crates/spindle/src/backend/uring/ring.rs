@@ -34,6 +34,8 @@ pub(super) enum Op {
     TlsSend,
     /// The listing helpers' eventfd became readable (`crate::lister`).
     Listed,
+    /// A SEND of an HTTP/2 connection's frames (`h2.rs`).
+    H2Send,
 }
 
 impl Op {
@@ -55,6 +57,7 @@ impl Op {
             14 => Op::PageWait,
             15 => Op::TlsSend,
             16 => Op::Listed,
+            17 => Op::H2Send,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -459,6 +462,7 @@ impl Worker {
                     Op::PageWait => self.on_page_wait(slot, res),
                     Op::Send => self.on_send(slot, res),
                     Op::TlsSend => self.on_tls_send(slot, res),
+                    Op::H2Send => self.on_h2_send(slot, res),
                     Op::Shutdown => self.maybe_release(slot),
                     Op::PollOut => {
                         if self.conn(slot).life.phase == Phase::Sending && res >= 0 {

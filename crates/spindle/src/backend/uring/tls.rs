@@ -82,6 +82,20 @@ impl TlsState {
         self.sending || !self.queued.is_empty() || self.plain_pending > 0
     }
 
+    /// Records wait behind the ones in flight.
+    pub(super) fn records_queued(&self) -> bool {
+        !self.queued.is_empty()
+    }
+
+    /// Encrypts `plain` into records behind the ones already waiting.
+    pub(super) fn encrypt(&mut self, plain: &[u8]) {
+        for step in plain.chunks(ENCRYPT_STEP) {
+            // With no buffer limit, rustls takes all of it.
+            let _ = self.conn.writer().write_all(step);
+            self.take_records();
+        }
+    }
+
     /// Moves rustls's pending records behind the ones already waiting: into
     /// `queued` while `out` is in flight or `queued` holds records (which go
     /// after `out`'s), else into `out`.
@@ -111,12 +125,27 @@ pub(super) use crate::tls::Received;
 impl Worker {
     /// Ciphertext the ring received for `slot`: decrypt, feed the session,
     /// and send whatever rustls has to say (handshake, tickets, alerts).
+    /// A connection that negotiated `h2` by ALPN turns HTTP/2 before
+    /// its first plaintext.
     pub(super) fn tls_received(&mut self, slot: u32, data: &[u8]) -> Received {
         let c = self.conns.live_at(slot);
         let tls = c.tls.as_mut().expect("TLS connection");
-        let session = &mut c.life.session;
-        let outcome = crate::tls::receive(&mut tls.conn, data, |p| session.feed(p));
+        let mut plain = Vec::new();
+        let outcome = crate::tls::receive(&mut tls.conn, data, |p| plain.extend_from_slice(p));
+        let h2 = tls.conn.alpn_protocol() == Some(b"h2");
         self.tls_flush(slot);
+        if h2 && !self.conn(slot).proto.is_h2() {
+            self.h2_begin(slot);
+            // Our SETTINGS go first, before the client's preface arrives.
+            self.h2_flush(slot);
+        }
+        if self.conn(slot).proto.is_h2() {
+            if !plain.is_empty() {
+                self.h2_received(slot, &plain);
+            }
+        } else {
+            self.conn(slot).life.session.feed(&plain);
+        }
         outcome
     }
 
@@ -130,6 +159,9 @@ impl Worker {
     /// chunks of records: backpressure stays the plain path's.
     pub(super) fn send_plain(&mut self, slot: u32, what: Plain) {
         let c = self.conns.live_at(slot);
+        if c.proto.is_stream() {
+            return self.h2_stream_send(slot, what);
+        }
         let tx = c.tx.as_ref().expect("response in progress");
         let plain: &[u8] = match what {
             Plain::Head(from) => &tx.resp.head[from..],
@@ -227,7 +259,11 @@ impl Worker {
             return;
         }
         let plain = std::mem::take(&mut tls.plain_pending);
-        if plain > 0 {
+        if c.proto.is_h2() {
+            // An HTTP/2 connection's records are out: frame the next ones.
+            self.h2_flush(slot);
+            self.h2_touch(slot);
+        } else if plain > 0 {
             // The response's plaintext is all on the socket now.
             self.on_send(slot, plain as i32);
         } else if std::mem::take(&mut tls.pump_on_drain) {

@@ -79,7 +79,7 @@ impl Worker {
         let first_use = c.first_use && c.file.as_ref().is_some_and(|f| Rc::strong_count(f) == 1);
         // HTTPS bodies must pass through memory to be encrypted: every one
         // takes the READ-into-a-buffer path, never sendfile.
-        let tls = c.tls.is_some();
+        let tls = c.sends_plaintext();
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
@@ -170,7 +170,7 @@ impl Worker {
         let c = self.conns.live_at(slot);
         let fd = c.fd;
         let tx = c.tx.as_ref().expect("response in progress");
-        if c.tls.is_some() {
+        if c.sends_plaintext() {
             let from = tx.head_sent;
             self.send_plain(slot, super::tls::Plain::Head(from));
             return;
@@ -198,10 +198,11 @@ impl Worker {
         }
         let c = self.conns.live_at(slot);
         let fd = c.fd;
+        let plaintext = c.sends_plaintext();
         let tx = c.tx.as_mut().expect("response in progress");
         let b = tx.buf.expect("buffered bytes without a buffer");
         let p = &self.pool.bufs[b as usize].get()[tx.buf_pos..tx.buf_end];
-        if c.tls.is_some() {
+        if plaintext {
             // The read-ahead first: send_plain may account the bytes at
             // once and go on with the response (see send_plain).
             let (from, to) = (tx.buf_pos, tx.buf_end);
@@ -583,6 +584,11 @@ impl Worker {
             return;
         }
         c.file = None;
+        if c.proto.is_stream() {
+            // END_STREAM after the stream's last bytes.
+            self.h2_stream_done(slot);
+        }
+        let c = self.conns.live_at(slot);
         // The body's last bytes are queued: send what Nagle holds.
         net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
         let outcome = if tx.direct {

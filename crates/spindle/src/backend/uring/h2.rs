@@ -1,0 +1,450 @@
+//! HTTP/2 on the ring: a connection that negotiated `h2` by ALPN, or
+//! opened with the HTTP/2 preface on a plain listener (prior knowledge),
+//! keeps its protocol in an [`H2Io`]; each of its streams is served by a
+//! stream slot (`conn::h2` has the design). Here: what the ring does for
+//! them.
+//!
+//! - The connection's received bytes (decrypted, over TLS) go to
+//!   `H2Link::receive`; a new request becomes a stream slot, driven like a
+//!   connection whose response is plaintext (`Conn::sends_plaintext`): its
+//!   opens and READs are its own ring operations, and what it would send
+//!   goes to `H2Link::write` instead of a socket.
+//! - The connection's frames leave by one `SEND` at a time
+//!   (`Op::H2Send`), or through rustls and `Op::TlsSend`; each completion
+//!   frames the next batch ([`Worker::h2_flush`]).
+//! - A stream slot never names the socket in an operation: no `RECV`,
+//!   `SEND`, `SHUTDOWN` or `CLOSE`. It ends by `H2Link::end` (its
+//!   response is over: END_STREAM) or `H2Link::abort` (RST_STREAM), and
+//!   its slot is freed once its own operations are done. The connection
+//!   aborts its stream slots before it closes, so a stream slot never
+//!   outlives the socket it names.
+//!
+//! Invariant: `h2_flush` does not re-enter itself; stream slots that it
+//! reports sent may write again, which only marks another round
+//! (`H2Io::again`).
+
+use std::time::Instant;
+
+use io_uring::{opcode, types};
+use spindle_core::h2::conn::PREFACE;
+use spindle_core::h2::H2Settings;
+
+use super::ring::Op;
+use super::{Conn, Worker};
+use crate::conn::h2::{H2Link, Todo, Wrote};
+use crate::conn::{Life, Phase, Ticket};
+
+/// What a slot's socket speaks, or which HTTP/2 stream the slot serves.
+pub(super) enum Proto {
+    Http1,
+    H2(Box<H2Io>),
+    /// A stream of the HTTP/2 connection `parent`; `ended`: its response
+    /// is over and END_STREAM is queued.
+    Stream {
+        parent: Ticket,
+        id: u32,
+        ended: bool,
+    },
+}
+
+impl Proto {
+    pub(super) fn is_stream(&self) -> bool {
+        matches!(self, Proto::Stream { .. })
+    }
+
+    pub(super) fn is_h2(&self) -> bool {
+        matches!(self, Proto::H2(_))
+    }
+}
+
+/// An HTTP/2 connection's protocol and its outgoing frames.
+pub(super) struct H2Io {
+    pub(super) link: H2Link,
+    /// Frames a plain `SEND` is sending (from `out_sent`), never changed
+    /// while it is in flight.
+    out: Vec<u8>,
+    out_sent: usize,
+    sending: bool,
+    /// `h2_flush` is running; a call from inside it sets `again`.
+    flushing: bool,
+    again: bool,
+    /// The connection ends once what is framed is out (GOAWAY was sent,
+    /// or the drain finished its streams).
+    closing: bool,
+    /// The clock of `H2Conn`'s flood budgets starts here.
+    born: Instant,
+}
+
+/// How much of the preface identifies a client speaking HTTP/2: its
+/// request line, `PRI * HTTP/2.0\r\n`. What follows it is checked by
+/// `H2Conn` (a wrong rest is GOAWAY(PROTOCOL_ERROR)).
+const PREFACE_LINE: usize = 16;
+
+/// Whether the first bytes of a plain connection open HTTP/2's preface
+/// (at least `PRI `, a method no HTTP/1.1 client of a file server sends).
+pub(super) fn is_preface(data: &[u8]) -> bool {
+    let n = data.len().min(PREFACE_LINE);
+    n >= 4 && data[..n] == PREFACE[..n]
+}
+
+impl Worker {
+    /// The connection speaks HTTP/2 from now on (ALPN `h2`, or the
+    /// preface on a plain listener).
+    pub(super) fn h2_begin(&mut self, slot: u32) {
+        let by_address = self.serve.ctx.session_cfg.rules.by_address();
+        let c = self.conns.live_at(slot);
+        debug_assert!(matches!(c.proto, Proto::Http1));
+        let client = c
+            .life
+            .session
+            .client()
+            .or_else(|| by_address.then(|| crate::net::peer_addr(c.fd)).flatten());
+        c.proto = Proto::H2(Box::new(H2Io {
+            link: H2Link::new(H2Settings::default(), client),
+            out: Vec::new(),
+            out_sent: 0,
+            sending: false,
+            flushing: false,
+            again: false,
+            closing: false,
+            born: self.now,
+        }));
+    }
+
+    /// The connection made progress (bytes in or out, a stream began or
+    /// ended): its deadline is `--send-timeout` from now while it has
+    /// streams or frames in flight, else `--keepalive-timeout`. A client
+    /// that stops reading is dropped on the first, as over HTTP/1.1.
+    pub(super) fn h2_touch(&mut self, slot: u32) {
+        let cfg = &self.serve.ctx.cfg;
+        let c = self.conns.live_at(slot);
+        let tls_busy = c.tls.as_ref().is_some_and(|t| t.busy());
+        let Proto::H2(io) = &c.proto else {
+            return;
+        };
+        let busy = io.link.streams() > 0 || io.sending || tls_busy || io.link.has_output();
+        c.life.deadline = self.now
+            + if busy {
+                cfg.send_timeout
+            } else {
+                cfg.keepalive_timeout
+            };
+    }
+
+    /// Bytes (plaintext) received on an HTTP/2 connection.
+    pub(super) fn h2_received(&mut self, slot: u32, data: &[u8]) {
+        let now = self.now;
+        let c = self.conns.live_at(slot);
+        let Proto::H2(io) = &mut c.proto else {
+            unreachable!("h2_received on a connection that is not HTTP/2")
+        };
+        let ms = now.saturating_duration_since(io.born).as_millis() as u64;
+        let todo = io.link.receive(data, ms);
+        self.h2_todo(slot, todo);
+        self.h2_flush(slot);
+        self.h2_touch(slot);
+    }
+
+    /// After a receive on an HTTP/2 connection: go on receiving unless
+    /// the peer is gone or its input waits to be parsed.
+    pub(super) fn h2_after_recv(&mut self, slot: u32) {
+        let c = self.conns.live_at(slot);
+        match c.life.phase {
+            Phase::Reading => {}
+            _ => return self.after_recv(slot),
+        }
+        if c.life.peer_eof {
+            return self.begin_close(slot, false);
+        }
+        let full = matches!(&c.proto, Proto::H2(io) if io.link.input_full());
+        if full {
+            self.cancel_recv(slot);
+        } else {
+            self.arm_recv(slot);
+        }
+    }
+
+    fn h2_todo(&mut self, slot: u32, todo: Vec<Todo>) {
+        for t in todo {
+            match t {
+                Todo::Serve { stream_id, head } => self.h2_serve(slot, stream_id, head),
+                Todo::Abort(who) => {
+                    if self.conns.get(who).is_some() {
+                        self.abort(who.slot);
+                    }
+                }
+                Todo::Close => {
+                    if let Proto::H2(io) = &mut self.conns.live_at(slot).proto {
+                        io.closing = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new stream: a slot of its own, with a session fed its request.
+    fn h2_serve(&mut self, slot: u32, stream_id: u32, head: Vec<u8>) {
+        let parent = self.conns.ticket(slot).expect("live slot");
+        let full = self.conns.full();
+        let now = self.now;
+        let c = self.conns.live_at(slot);
+        let fd = c.fd;
+        let Proto::H2(io) = &mut c.proto else {
+            unreachable!("a stream of a connection that is not HTTP/2")
+        };
+        if full {
+            io.link.refuse(stream_id);
+            return;
+        }
+        let mut session = io.link.session();
+        session.feed(&head);
+        let life = Life::new(session, None, &self.serve.ctx, false, fd, now);
+        let proto = Proto::Stream {
+            parent,
+            id: stream_id,
+            ended: false,
+        };
+        let who = self.conns.insert(Conn::new(fd, life, proto, None, now));
+        let Proto::H2(io) = &mut self.conns.live_at(slot).proto else {
+            unreachable!()
+        };
+        io.link.attach(stream_id, who, head.starts_with(b"HEAD "));
+        self.drive(who.slot);
+    }
+
+    /// A stream slot's plaintext (its response head, or body bytes of a
+    /// chunk buffer), handed to its connection.
+    pub(super) fn h2_stream_send(&mut self, slot: u32, what: super::tls::Plain) {
+        let c = self.conns.live_at(slot);
+        let Proto::Stream { parent, id, .. } = c.proto else {
+            unreachable!("h2_stream_send on a connection")
+        };
+        // The connection's protocol is taken out of its slot for the
+        // write, so that the stream's bytes can be read in place.
+        let p = self
+            .conns
+            .get(parent)
+            .expect("a stream outlives its connection");
+        let Proto::H2(mut io) = std::mem::replace(&mut p.proto, Proto::Http1) else {
+            unreachable!("a stream's parent is HTTP/2")
+        };
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_ref().expect("response in progress");
+        let plain: &[u8] = match what {
+            super::tls::Plain::Head(from) => &tx.resp.head[from..],
+            super::tls::Plain::Buf(b, from, to) => &self.pool.bufs[b as usize].get()[from..to],
+        };
+        let n = plain.len();
+        let wrote = io.link.write(id, plain);
+        self.conns.live_at(parent.slot).proto = Proto::H2(io);
+        match wrote {
+            Wrote::Now => self.on_send(slot, n as i32),
+            Wrote::Later => {}
+            Wrote::Gone => self.abort(slot),
+        }
+        self.h2_flush(parent.slot);
+    }
+
+    /// A stream slot's response is over (its last bytes were written):
+    /// END_STREAM follows them.
+    pub(super) fn h2_stream_done(&mut self, slot: u32) {
+        let c = self.conns.live_at(slot);
+        let Proto::Stream { parent, id, ended } = &mut c.proto else {
+            return;
+        };
+        *ended = true;
+        let (parent, id) = (*parent, *id);
+        if let Some(p) = self.conns.get(parent) {
+            if let Proto::H2(io) = &mut p.proto {
+                io.link.end(id);
+            }
+        }
+        self.h2_flush(parent.slot);
+    }
+
+    /// Closes a stream slot: RST_STREAM unless its response ended, then
+    /// the slot goes once its own operations are done.
+    pub(super) fn h2_stream_close(&mut self, slot: u32) {
+        let now = self.now;
+        let c = self.conns.live_at(slot);
+        if c.life.phase == Phase::Closing {
+            return;
+        }
+        let Proto::Stream { parent, id, ended } = c.proto else {
+            unreachable!()
+        };
+        c.life.closing(&self.serve.ctx, false, now);
+        c.life.phase = Phase::Closing;
+        if let Some(p) = self.conns.get(parent) {
+            if let Proto::H2(io) = &mut p.proto {
+                if !ended {
+                    io.link.abort(id);
+                }
+            }
+            if !matches!(p.life.phase, Phase::Closing | Phase::Lingering) {
+                self.h2_flush(parent.slot);
+                self.h2_touch(parent.slot);
+            }
+        }
+        self.maybe_release(slot);
+    }
+
+    /// Before an HTTP/2 connection closes: its stream slots go first.
+    pub(super) fn h2_abort_streams(&mut self, slot: u32) {
+        let Proto::H2(io) = &self.conns.live_at(slot).proto else {
+            return;
+        };
+        for who in io.link.slots() {
+            if self.conns.get(who).is_some() {
+                self.abort(who.slot);
+            }
+        }
+    }
+
+    /// The drain: GOAWAY on every HTTP/2 connection; streams in flight
+    /// finish, then each closes.
+    pub(super) fn h2_drain(&mut self) {
+        let all = self.conns.select(|c| c.proto.is_h2());
+        for who in all {
+            let c = self.conns.live_at(who.slot);
+            if c.life.phase == Phase::Closing {
+                continue;
+            }
+            if let Proto::H2(io) = &mut c.proto {
+                io.link.shutdown();
+            }
+            self.h2_flush(who.slot);
+        }
+    }
+
+    /// Frames what the connection's streams have ready and starts sending
+    /// it, unless a send is in flight (its completion calls this again).
+    /// Reports the stream slots whose bytes are now framed, feeds input
+    /// that waited for `out` to drain, and closes the connection once it
+    /// is over and everything is out.
+    pub(super) fn h2_flush(&mut self, slot: u32) {
+        {
+            let c = self.conns.live_at(slot);
+            let Proto::H2(io) = &mut c.proto else {
+                return;
+            };
+            if io.flushing {
+                io.again = true;
+                return;
+            }
+            io.flushing = true;
+        }
+        loop {
+            let c = self.conns.live_at(slot);
+            if matches!(c.life.phase, Phase::Closing | Phase::Lingering) {
+                break;
+            }
+            let fd = c.fd;
+            let Proto::H2(io) = &mut c.proto else {
+                unreachable!()
+            };
+            io.again = false;
+            let mut sent = Vec::new();
+            let ms = self.now.saturating_duration_since(io.born).as_millis() as u64;
+            match c.tls.as_mut() {
+                Some(tls) => {
+                    // At most two batches of records: one in flight, one
+                    // queued behind it.
+                    if !tls.records_queued() {
+                        let mut batch = Vec::new();
+                        io.link.fill(&mut batch, &mut sent);
+                        tls.encrypt(&batch);
+                    }
+                    self.tls_flush(slot);
+                }
+                None => {
+                    if !io.sending {
+                        io.out.clear();
+                        io.out_sent = 0;
+                        io.link.fill(&mut io.out, &mut sent);
+                        if !io.out.is_empty() {
+                            io.sending = true;
+                            // `out` lives in the connection's boxed H2Io,
+                            // untouched until this SEND completes.
+                            let sqe = opcode::Send::new(
+                                types::Fd(fd),
+                                io.out.as_ptr(),
+                                io.out.len() as u32,
+                            )
+                            .flags(libc::MSG_NOSIGNAL)
+                            .build();
+                            self.push_conn(slot, Op::H2Send, sqe);
+                        }
+                    }
+                }
+            }
+            // Input held back while `out` was full, and the connection's
+            // events (a Close once a drained connection's streams end).
+            let c = self.conns.live_at(slot);
+            let Proto::H2(io) = &mut c.proto else {
+                unreachable!()
+            };
+            let todo = io.link.resume(ms);
+            self.h2_todo(slot, todo);
+            for (who, n) in sent {
+                let live = self
+                    .conns
+                    .get(who)
+                    .is_some_and(|s| s.life.phase == Phase::Sending);
+                if live {
+                    self.on_send(who.slot, n as i32);
+                }
+            }
+            let c = self.conns.live_at(slot);
+            let Proto::H2(io) = &mut c.proto else {
+                unreachable!()
+            };
+            if !io.again {
+                break;
+            }
+        }
+        let c = self.conns.live_at(slot);
+        let tls_busy = c.tls.as_ref().is_some_and(|t| t.busy());
+        let Proto::H2(io) = &mut c.proto else {
+            unreachable!()
+        };
+        io.flushing = false;
+        let done = io.closing && !io.sending && !tls_busy && !io.link.has_output();
+        let starved = !c.recv_armed && !io.link.input_full() && c.life.phase == Phase::Reading;
+        if done {
+            self.begin_close(slot, true);
+        } else if starved {
+            self.arm_recv(slot);
+        }
+    }
+
+    /// A `SEND` of frames completed.
+    pub(super) fn on_h2_send(&mut self, slot: u32, res: i32) {
+        if let Proto::H2(io) = &mut self.conns.live_at(slot).proto {
+            io.sending = false;
+        }
+        if !self.send_went(slot, res) {
+            return;
+        }
+        let c = self.conns.live_at(slot);
+        let fd = c.fd;
+        let Proto::H2(io) = &mut c.proto else {
+            unreachable!()
+        };
+        io.out_sent += res as usize;
+        debug_assert!(io.out_sent <= io.out.len());
+        if io.out_sent < io.out.len() {
+            io.sending = true;
+            let rest = &io.out[io.out_sent..];
+            // As in h2_flush: `out` stays untouched until this SEND completes.
+            let sqe = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
+                .flags(libc::MSG_NOSIGNAL)
+                .build();
+            self.push_conn(slot, Op::H2Send, sqe);
+            self.h2_touch(slot);
+            return;
+        }
+        self.h2_flush(slot);
+        self.h2_touch(slot);
+    }
+}

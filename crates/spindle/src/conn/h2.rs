@@ -1,0 +1,421 @@
+//! HTTP/2 on a connection, above its bytes and below the loops, without
+//! I/O: [`H2Link`] joins the protocol ([`spindle_core::h2::H2Conn`]) to
+//! the streams' exchanges.
+//!
+//! Each stream is served by a connection slot of its own, a *stream
+//! slot*, whose [`super::Life`] holds a [`Session::for_stream`] fed the
+//! request as an HTTP/1.1 head (`spindle_core::exchange`). The loop opens,
+//! reads and transmits for a stream slot as for any connection, with its
+//! bodies read into buffers (as for HTTPS) and its plaintext handed to
+//! [`H2Link::write`] instead of a socket: the response head comes back as
+//! HEADERS, the body as DATA frames. The link frames what its streams hold
+//! into one byte stream with [`H2Link::fill`], which the loop writes to
+//! the socket (or to TLS): control frames and HEADERS first, then DATA,
+//! fairly across streams (RFC 9218 urgency, round robin within one), each
+//! frame within the peer's windows and frame size.
+//!
+//! ```text
+//!  socket bytes ─▶ feed ─▶ H2Conn ─▶ Request ─▶ stream slot (Session::for_stream)
+//!                                                   │ opens, READs (the loop)
+//!  socket ◀─ fill ◀─ HEADERS, DATA ◀─ write(head + body plaintext) ◀┘
+//! ```
+//!
+//! Backpressure is the TLS path's: a stream's `write` is reported sent at
+//! once when nothing of that stream waits for window ([`Wrote::Now`]), so
+//! its next chunk's read overlaps the framing; otherwise it is reported
+//! once framed ([`Wrote::Later`], returned by `fill`). A stream holds at
+//! most two chunks; a stream slot whose bytes never drain (a client that
+//! never opens its window) times out on `send-timeout` like any response,
+//! and is reset.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use spindle_core::exchange::{self, StreamRequest};
+use spindle_core::h2::{ErrorCode, Event, H2Conn, H2Settings, Request};
+use spindle_core::Session;
+
+use super::Ticket;
+
+/// Framed bytes [`H2Link::fill`] adds in one call at most; the loop sends
+/// them, then fills again.
+pub const FILL_BATCH: usize = 64 * 1024;
+
+/// Longest response head a stream slot may hand over (the core's heads
+/// are far smaller; a longer one resets the stream).
+pub const MAX_STREAM_HEAD: usize = 64 * 1024;
+
+/// Received bytes a connection holds that `H2Conn::feed` has not taken
+/// yet; beyond this the loop stops receiving until they are taken.
+pub const MAX_UNFED: usize = 64 * 1024;
+
+/// What became of a stream slot's plaintext.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wrote {
+    /// Taken, and nothing else of the stream waits: report it sent now.
+    Now,
+    /// Taken behind bytes still waiting for window: `fill` reports it.
+    Later,
+    /// The stream is gone (reset by the client, or the connection is
+    /// closing): drop the response.
+    Gone,
+}
+
+/// What the loop does for an event of the connection.
+pub enum Todo {
+    /// Serve this request on a new stream slot: feed `head` to a
+    /// session made by [`H2Link::session`], then [`H2Link::attach`] it.
+    Serve { stream_id: u32, head: Vec<u8> },
+    /// The client reset the stream: abort its slot (if it still has one).
+    Abort(Ticket),
+    /// The connection ends: write what is framed, then close.
+    Close,
+}
+
+/// One stream's response on its way out.
+struct StreamOut {
+    slot: Ticket,
+    /// The response head, until it is whole and sent as HEADERS.
+    head: Vec<u8>,
+    head_sent: bool,
+    /// The request was HEAD: no body follows the head.
+    head_only: bool,
+    /// HEADERS carried END_STREAM (HEAD, 204, 304): body bytes, if the
+    /// slot writes any, are dropped.
+    no_body: bool,
+    /// Body bytes not yet framed: `pending[framed..]`.
+    pending: Vec<u8>,
+    framed: usize,
+    /// Plaintext taken with [`Wrote::Later`], reported once framed.
+    owed: usize,
+    /// The slot's response is over: END_STREAM follows its last bytes.
+    ended: bool,
+}
+
+/// An HTTP/2 connection's protocol and its streams' output.
+pub struct H2Link {
+    pub conn: H2Conn,
+    streams: HashMap<u32, StreamOut>,
+    /// Streams whose bytes are all framed and whose response is over:
+    /// an empty DATA frame with END_STREAM goes next.
+    ending: VecDeque<u32>,
+    /// Received bytes `feed` has not taken yet.
+    unfed: Vec<u8>,
+    /// The client, for each stream's session.
+    client: Option<SocketAddr>,
+}
+
+impl H2Link {
+    pub fn new(settings: H2Settings, client: Option<SocketAddr>) -> H2Link {
+        H2Link {
+            conn: H2Conn::new(settings),
+            streams: HashMap::new(),
+            ending: VecDeque::new(),
+            unfed: Vec::new(),
+            client,
+        }
+    }
+
+    /// A stream's session, as the connection's client.
+    pub fn session(&self) -> Session {
+        Session::for_stream(self.client)
+    }
+
+    /// Stream slots serving now.
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// The slots of every stream (to abort them when the connection goes).
+    pub fn slots(&self) -> Vec<Ticket> {
+        self.streams.values().map(|s| s.slot).collect()
+    }
+
+    /// Whether received bytes wait for `feed` beyond [`MAX_UNFED`].
+    pub fn input_full(&self) -> bool {
+        self.unfed.len() >= MAX_UNFED
+    }
+
+    /// Received bytes: parsed as far as the connection takes them now
+    /// (the rest waits in `unfed` for the next call). Returns what the
+    /// loop must do, in order.
+    pub fn receive(&mut self, bytes: &[u8], now_ms: u64) -> Vec<Todo> {
+        if self.unfed.is_empty() {
+            let n = self.conn.feed(bytes, now_ms);
+            self.unfed.extend_from_slice(&bytes[n..]);
+        } else {
+            self.unfed.extend_from_slice(bytes);
+            let n = self.conn.feed(&self.unfed, now_ms);
+            self.unfed.drain(..n);
+        }
+        self.events()
+    }
+
+    /// Feeds what waits in `unfed` (after `out` was drained), and returns
+    /// the events.
+    pub fn resume(&mut self, now_ms: u64) -> Vec<Todo> {
+        if !self.unfed.is_empty() {
+            let n = self.conn.feed(&self.unfed, now_ms);
+            self.unfed.drain(..n);
+        }
+        self.events()
+    }
+
+    fn events(&mut self) -> Vec<Todo> {
+        let mut todo = Vec::new();
+        while let Some(e) = self.conn.poll_event() {
+            match e {
+                Event::Request(req) => {
+                    if let Some(t) = self.request(req) {
+                        todo.push(t);
+                    }
+                }
+                Event::StreamReset { stream_id } => {
+                    if let Some(s) = self.streams.remove(&stream_id) {
+                        todo.push(Todo::Abort(s.slot));
+                    }
+                }
+                Event::WindowOpened | Event::GoAway { .. } => {}
+                Event::Close => todo.push(Todo::Close),
+            }
+        }
+        if self.unfed.capacity() > MAX_UNFED && self.unfed.is_empty() {
+            self.unfed = Vec::new();
+        }
+        todo
+    }
+
+    /// A request, as an HTTP/1.1 head for its stream's session; a request
+    /// no head can carry resets its stream (RFC 9113 §8.1.1).
+    fn request(&mut self, req: Request) -> Option<Todo> {
+        let fields: Vec<(&[u8], &[u8])> = req
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), &v[..]))
+            .collect();
+        let sr = StreamRequest {
+            method: req.method.as_bytes(),
+            authority: req.authority.as_deref().map(str::as_bytes),
+            path: req.path.as_bytes(),
+            fields: &fields,
+        };
+        match exchange::request_head(&sr) {
+            Ok(head) => Some(Todo::Serve {
+                stream_id: req.stream_id,
+                head,
+            }),
+            Err(_) => {
+                self.conn.reset(req.stream_id, ErrorCode::ProtocolError);
+                None
+            }
+        }
+    }
+
+    /// The stream is served by `slot` (the loop made it for a
+    /// [`Todo::Serve`]); `head_only` for a HEAD request.
+    pub fn attach(&mut self, stream_id: u32, slot: Ticket, head_only: bool) {
+        let old = self.streams.insert(
+            stream_id,
+            StreamOut {
+                slot,
+                head: Vec::new(),
+                head_sent: false,
+                head_only,
+                no_body: false,
+                pending: Vec::new(),
+                framed: 0,
+                owed: 0,
+                ended: false,
+            },
+        );
+        assert!(old.is_none(), "stream {stream_id} served twice");
+    }
+
+    /// The stream cannot be served (no slot free): REFUSED_STREAM, which
+    /// tells the client it may retry it (§8.7).
+    pub fn refuse(&mut self, stream_id: u32) {
+        self.conn.reset(stream_id, ErrorCode::RefusedStream);
+    }
+
+    /// A stream slot's plaintext: its response head (an HTTP/1.1 head,
+    /// sent as HEADERS), then body bytes (framed as DATA by `fill`).
+    pub fn write(&mut self, stream_id: u32, bytes: &[u8]) -> Wrote {
+        let head_sent = match self.streams.get_mut(&stream_id) {
+            None => return Wrote::Gone,
+            Some(s) if !s.head_sent => {
+                s.head.extend_from_slice(bytes);
+                false
+            }
+            Some(_) => true,
+        };
+        let rest;
+        let body: &[u8] = if head_sent {
+            bytes
+        } else {
+            rest = match self.head(stream_id) {
+                Some(rest) => rest,
+                // Not whole yet (the rest comes with the next write), or
+                // the stream is gone.
+                None if self.streams.contains_key(&stream_id) => return Wrote::Now,
+                None => return Wrote::Gone,
+            };
+            &rest
+        };
+        let s = self.streams.get_mut(&stream_id).expect("stream");
+        if s.no_body {
+            // HEADERS ended the stream: nothing more goes to the client.
+            return Wrote::Now;
+        }
+        let idle = s.framed == s.pending.len();
+        if idle {
+            s.pending.clear();
+            s.framed = 0;
+        }
+        s.pending.extend_from_slice(body);
+        if idle || s.framed == s.pending.len() {
+            Wrote::Now
+        } else {
+            s.owed += bytes.len();
+            Wrote::Later
+        }
+    }
+
+    /// Sends the stream's response head as HEADERS once it is whole, and
+    /// returns the bytes after it (body). None: not whole yet, or the
+    /// stream is gone (then it is no longer in `streams`).
+    fn head(&mut self, stream_id: u32) -> Option<Vec<u8>> {
+        let s = self.streams.get_mut(&stream_id).expect("stream");
+        loop {
+            let Some(h) = exchange::response_head(&s.head) else {
+                if s.head.len() > MAX_STREAM_HEAD {
+                    self.abort(stream_id);
+                }
+                return None;
+            };
+            let rest = s.head.split_off(h.len);
+            if (100..200).contains(&h.status) {
+                // An interim head (100 Continue): HTTP/2 has no use for
+                // it here; the final head follows.
+                s.head = rest;
+                continue;
+            }
+            let no_body = s.head_only || h.status == 204 || h.status == 304;
+            s.head_sent = true;
+            s.no_body = no_body;
+            s.head = Vec::new();
+            let fields: Vec<(&[u8], &[u8])> =
+                h.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+            if !self
+                .conn
+                .send_headers(stream_id, h.status, &fields, no_body)
+            {
+                self.streams.remove(&stream_id);
+                return None;
+            }
+            return Some(rest);
+        }
+    }
+
+    /// The stream slot's response is over (its last bytes were written):
+    /// END_STREAM goes after them.
+    pub fn end(&mut self, stream_id: u32) {
+        let Some(s) = self.streams.get_mut(&stream_id) else {
+            return;
+        };
+        if s.no_body {
+            // HEADERS carried END_STREAM already.
+            self.streams.remove(&stream_id);
+            return;
+        }
+        s.ended = true;
+        if !s.head_sent {
+            // A response with no head cannot be: the slot failed first.
+            self.abort(stream_id);
+            return;
+        }
+        if s.framed == s.pending.len() {
+            self.ending.push_back(stream_id);
+        }
+    }
+
+    /// The stream slot went away before its response ended (an error, a
+    /// timeout): RST_STREAM(INTERNAL_ERROR), as nginx does.
+    pub fn abort(&mut self, stream_id: u32) {
+        if self.streams.remove(&stream_id).is_some() {
+            self.conn.reset(stream_id, ErrorCode::InternalError);
+        }
+    }
+
+    /// Graceful shutdown (drain, handover): GOAWAY with the last stream
+    /// taken; the streams in flight finish.
+    pub fn shutdown(&mut self) {
+        self.conn.shutdown();
+    }
+
+    /// Whether `fill` may add anything now.
+    pub fn has_output(&self) -> bool {
+        !self.conn.out().is_empty()
+            || !self.conn.is_closed()
+                && (!self.ending.is_empty()
+                    || self.streams.values().any(|s| s.framed < s.pending.len()))
+    }
+
+    /// Frames what is ready into `out` (control frames and HEADERS first,
+    /// then DATA), up to about [`FILL_BATCH`] bytes; the slots whose
+    /// [`Wrote::Later`] plaintext is now framed are pushed to `sent` with
+    /// its length, to be reported sent.
+    pub fn fill(&mut self, out: &mut Vec<u8>, sent: &mut Vec<(Ticket, usize)>) {
+        let start = out.len();
+        let ctl = self.conn.out();
+        let n = ctl.len().min(FILL_BATCH);
+        out.extend_from_slice(&ctl[..n]);
+        self.conn.advance_out(n);
+        while let Some(id) = self.ending.pop_front() {
+            if let Some(h) = self.conn.data_frame(id, 0, true) {
+                out.extend_from_slice(&h);
+            }
+            self.streams.remove(&id);
+        }
+        // DATA, one frame per pick; a pick with nothing buffered counts
+        // against `misses`, so a round of streams with no bytes ends it.
+        let mut misses = 0;
+        while out.len() - start < FILL_BATCH && misses <= self.streams.len() {
+            let Some(id) = self.conn.next_sendable() else {
+                break;
+            };
+            let budget = self.conn.data_budget(id);
+            let Some(s) = self.streams.get_mut(&id) else {
+                misses += 1;
+                continue;
+            };
+            let avail = s.pending.len() - s.framed;
+            let len = avail.min(budget);
+            if len == 0 {
+                misses += 1;
+                continue;
+            }
+            misses = 0;
+            let last = s.ended && len == avail;
+            let Some(h) = self.conn.data_frame(id, len, last) else {
+                self.streams.remove(&id);
+                continue;
+            };
+            out.extend_from_slice(&h);
+            out.extend_from_slice(&s.pending[s.framed..s.framed + len]);
+            s.framed += len;
+            if s.framed == s.pending.len() {
+                if s.owed > 0 {
+                    sent.push((s.slot, std::mem::take(&mut s.owed)));
+                }
+                s.pending.clear();
+                s.framed = 0;
+                if s.pending.capacity() > FILL_BATCH {
+                    s.pending = Vec::new();
+                }
+                if last {
+                    self.streams.remove(&id);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! HTTP/2 served by the io-uring backend, with real clients: curl (its
+//! nghttp2) by prior knowledge on the plain listener (h2c) and by ALPN on
+//! the HTTPS one, nghttp for many streams on one connection, h2load for
+//! a load of multiplexed requests. Each checks the bytes, the status and
+//! the protocol the client says it used. The protocol core's own tests
+//! (frames, HPACK, limits, floods) are in spindle-core.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn tls_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+}
+
+/// A tool the test needs; under CI its absence fails the test.
+#[track_caller]
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").output().is_ok();
+    if !ok {
+        test_skip::skip_or_fail(format!("{tool} is not installed (Debian nghttp2-client)"));
+    }
+    ok
+}
+
+/// spindle on io-uring with a plain and an HTTPS listener; the HTTPS port.
+fn start(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
+    let mut args = vec![
+        "--workers",
+        "1",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        tls_data("p256.pem").to_str().unwrap().to_string().leak(),
+        "--tls-key",
+        tls_data("p256.key").to_str().unwrap().to_string().leak(),
+    ];
+    args.extend_from_slice(extra);
+    let srv = Server::start("io-uring", &root.dir, &args);
+    let err = srv.stderr();
+    let line = err.lines().find(|l| l.contains("]: serving ")).unwrap();
+    let port = line
+        .split("https://")
+        .nth(1)
+        .and_then(|u| u.split('/').next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    (srv, port)
+}
+
+/// curl with `args`; returns (`-w` fields: status, HTTP version, and
+/// the content-range header, if any, body).
+fn curl(port: Option<u16>, args: &[&str]) -> (String, Vec<u8>) {
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "60",
+        "-w",
+        "\n%{http_code} %{http_version}",
+    ]);
+    if let Some(port) = port {
+        cmd.arg("--cacert")
+            .arg(tls_data("ca.pem"))
+            .arg("--resolve")
+            .arg(format!("localhost:{port}:127.0.0.1"));
+    }
+    let out = cmd.args(args).output().expect("curl");
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut body = out.stdout;
+    let cut = body.iter().rposition(|&b| b == b'\n').unwrap();
+    let meta = String::from_utf8_lossy(&body[cut + 1..]).into_owned();
+    body.truncate(cut);
+    (meta, body)
+}
+
+#[test]
+fn files_of_every_size_over_h2c_and_h2_byte_for_byte() {
+    let root = DocRoot::new(true);
+    let (srv, port) = start(&root, &[]);
+    let mut names: Vec<String> = SIZES.iter().map(|s| format!("f{s}")).collect();
+    names.push("big".into());
+    for name in &names {
+        let want = root.read(name);
+        let h2c = srv.url(&format!("/{name}"));
+        let (meta, body) = curl(None, &["--http2-prior-knowledge", &h2c]);
+        assert_eq!(meta, "200 2", "h2c {name}");
+        assert!(
+            body == want,
+            "h2c {name}: {} bytes, want {}",
+            body.len(),
+            want.len()
+        );
+        let h2 = format!("https://localhost:{port}/{name}");
+        let (meta, body) = curl(Some(port), &["--http2", &h2]);
+        assert_eq!(meta, "200 2", "h2 {name}");
+        assert!(
+            body == want,
+            "h2 {name}: {} bytes, want {}",
+            body.len(),
+            want.len()
+        );
+    }
+    // HTTP/1.1 still, on both listeners, when the client asks for it.
+    let (meta, body) = curl(
+        Some(port),
+        &["--http1.1", &format!("https://localhost:{port}/f4097")],
+    );
+    assert_eq!(meta, "200 1.1");
+    assert_eq!(body, root.read("f4097"));
+    let (meta, _) = curl(None, &["--http1.1", &srv.url("/f1")]);
+    assert_eq!(meta, "200 1.1");
+}
+
+#[test]
+fn every_feature_of_a_request_holds_on_a_stream() {
+    let root = DocRoot::new(false);
+    let log = root.dir.with_extension("access.log");
+    let (srv, port) = start(&root, &["--access-log", log.to_str().unwrap()]);
+    for tls in [false, true] {
+        let (p, base) = if tls {
+            (Some(port), format!("https://localhost:{port}"))
+        } else {
+            (None, format!("http://{}", srv.addr))
+        };
+        let proto = if tls {
+            "--http2"
+        } else {
+            "--http2-prior-knowledge"
+        };
+        let f = root.read("f102400");
+        // A range.
+        let (meta, body) = curl(p, &[proto, "-r", "100-199", &format!("{base}/f102400")]);
+        assert_eq!(meta, "206 2");
+        assert_eq!(body, &f[100..200]);
+        // Two ranges: multipart/byteranges.
+        let out = Command::new("curl")
+            .args(["-sS", "-i", proto, "-r", "0-9,20-29", "--cacert"])
+            .arg(tls_data("ca.pem"))
+            .arg("--resolve")
+            .arg(format!("localhost:{port}:127.0.0.1"))
+            .arg(format!("{base}/f102400"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        assert!(text.starts_with("http/2 206"), "{text}");
+        assert!(
+            text.contains("content-type: multipart/byteranges"),
+            "{text}"
+        );
+        // HEAD: the head and no body.
+        let (meta, body) = curl(p, &[proto, "-I", &format!("{base}/f4096")]);
+        assert_eq!(meta, "200 2");
+        let head = String::from_utf8_lossy(&body).to_lowercase();
+        assert!(head.contains("content-length: 4096"), "{head}");
+        assert!(
+            !head.contains("connection:"),
+            "a connection field over HTTP/2: {head}"
+        );
+        // A conditional.
+        let etag = head
+            .lines()
+            .find_map(|l| l.strip_prefix("etag: "))
+            .expect("etag")
+            .trim()
+            .to_string();
+        let (meta, body) = curl(
+            p,
+            &[
+                proto,
+                "-H",
+                &format!("If-None-Match: {etag}"),
+                &format!("{base}/f4096"),
+            ],
+        );
+        assert_eq!(meta, "304 2");
+        assert!(body.is_empty());
+        // Errors and dotfiles.
+        let (meta, _) = curl(p, &[proto, &format!("{base}/missing")]);
+        assert_eq!(meta, "404 2");
+        let (meta, _) = curl(p, &[proto, &format!("{base}/.hidden")]);
+        assert_eq!(meta, "404 2");
+        // An index, and a redirect to the slash.
+        let (meta, body) = curl(p, &[proto, &format!("{base}/sub/")]);
+        assert_eq!((meta.as_str(), &body[..]), ("200 2", &b"sub index\n"[..]));
+        let (meta, _) = curl(p, &[proto, &format!("{base}/sub")]);
+        assert_eq!(meta, "301 2");
+    }
+    // The access log says HTTP/2.0 for the streams.
+    drop(srv);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        text.lines().filter(|l| l.contains("HTTP/2.0")).count() >= 16,
+        "{text}"
+    );
+}
+
+#[test]
+fn many_streams_share_one_connection() {
+    if !have("nghttp") {
+        return;
+    }
+    let root = DocRoot::new(false);
+    let (srv, port) = start(&root, &[]);
+    // 60 requests on one connection, all in flight at once (the
+    // client's own limit is the server's 128 streams).
+    let mut urls: Vec<String> = Vec::new();
+    for i in 0..60 {
+        let name = format!("f{}", SIZES[i % SIZES.len()]);
+        // Distinct URLs: nghttp asks for a URL once.
+        urls.push(srv.url(&format!("/{name}?n={i}")));
+    }
+    for (scheme_urls, _tls) in [
+        (urls.clone(), false),
+        (
+            urls.iter()
+                .map(|u| {
+                    u.replace(
+                        &format!("http://{}", srv.addr),
+                        &format!("https://127.0.0.1:{port}"),
+                    )
+                })
+                .collect::<Vec<_>>(),
+            true,
+        ),
+    ] {
+        let out = Command::new("nghttp")
+            .args(["-n", "-s", "-t", "30"])
+            .args(&scheme_urls)
+            .output()
+            .expect("nghttp");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "nghttp: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // One line of statistics per stream, each 200.
+        let done = text.lines().filter(|l| l.contains(" 200 ")).count();
+        assert_eq!(done, 60, "{text}");
+    }
+}
+
+#[test]
+fn h2load_gets_every_multiplexed_request_answered() {
+    if !have("h2load") {
+        return;
+    }
+    let root = DocRoot::new(false);
+    let (srv, port) = start(&root, &[]);
+    for url in [
+        srv.url("/f4096"),
+        format!("https://127.0.0.1:{port}/f102400"),
+    ] {
+        let out = Command::new("h2load")
+            .args(["-n", "4000", "-c", "4", "-m", "32", "-T", "30", &url])
+            .output()
+            .expect("h2load");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("4000 succeeded, 0 failed, 0 errored"),
+            "{url}: {text}"
+        );
+        assert!(text.contains("status codes: 4000 2xx"), "{url}: {text}");
+    }
+}
+
+#[test]
+fn a_small_file_is_not_stuck_behind_a_download_on_the_same_connection() {
+    if !have("nghttp") {
+        return;
+    }
+    let root = DocRoot::new(true);
+    let (srv, _port) = start(&root, &[]);
+    // The 64 MiB file first, then the small one on the same connection:
+    // nghttp prints each stream's completion time; the small one ends first.
+    let out = Command::new("nghttp")
+        .args(["-n", "-s", "-t", "60"])
+        .arg(srv.url("/big"))
+        .arg(srv.url("/f4096"))
+        .output()
+        .expect("nghttp");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let order: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" 200 "))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(order.len(), 2, "{text}");
+    // Sorted by completion: the small file is listed where it finished.
+    let big_at = text.find("/big").unwrap();
+    let small_at = text.find("/f4096").unwrap();
+    assert!(
+        small_at < big_at,
+        "the small file finished after the download:\n{text}"
+    );
+}
+
+#[test]
+fn no_http2_serves_http_1_1_only() {
+    let root = DocRoot::new(false);
+    let (srv, port) = start(&root, &["--no-http2"]);
+    let (meta, _) = curl(
+        Some(port),
+        &["--http2", &format!("https://localhost:{port}/f1")],
+    );
+    assert_eq!(meta, "200 1.1", "ALPN offered h2 under --no-http2");
+    // The preface on the plain listener is not a request this server
+    // serves over HTTP/1.1: it is answered as one and closed.
+    let mut s = srv.connect();
+    s.write_all(spindle_core::h2::conn::PREFACE).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(
+        got.starts_with(b"HTTP/1.1 "),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
+#[test]
+fn other_backends_say_they_serve_http_1_1_only() {
+    let root = DocRoot::new(false);
+    let srv = Server::start("posix-aio", &root.dir, &[]);
+    assert!(
+        srv.stderr()
+            .contains("HTTP/2: backend posix-aio serves HTTP/1.1 only"),
+        "{}",
+        srv.stderr()
+    );
+}
+
+#[test]
+fn a_bad_preface_gets_goaway_and_a_close() {
+    let root = DocRoot::new(false);
+    let (srv, _) = start(&root, &[]);
+    let mut s = srv.connect();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    // Our SETTINGS, then GOAWAY (type 7) with PROTOCOL_ERROR (1).
+    let mut at = 0;
+    let mut goaway = None;
+    while at + 9 <= got.len() {
+        let len = (got[at] as usize) << 16 | (got[at + 1] as usize) << 8 | got[at + 2] as usize;
+        if got[at + 3] == 7 && at + 9 + 8 <= got.len() {
+            goaway = Some(u32::from_be_bytes(
+                got[at + 13..at + 17].try_into().unwrap(),
+            ));
+        }
+        at += 9 + len;
+    }
+    assert_eq!(goaway, Some(1), "{got:?}");
+    // The server is well.
+    assert_eq!(get(&srv, "/f1").status, 200);
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
+    let root = DocRoot::new(true);
+    let (srv, _) = start(&root, &["--send-timeout", "1"]);
+    let pid = srv.child.id();
+    let idle = sockets(pid);
+    // curl at 1 byte/s reads almost nothing of the 64 MiB body: the
+    // stream's bytes wait for window, then the socket fills.
+    let _curl = Killed(
+        Command::new("curl")
+            .args([
+                "-sS",
+                "--http2-prior-knowledge",
+                "--limit-rate",
+                "1",
+                "-o",
+                "/dev/null",
+            ])
+            .arg(srv.url("/big"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    connected_then_dropped(pid, idle, "h2c");
+    // The worker is well: HTTP/2 and HTTP/1.1 are served.
+    let (meta, _) = curl(None, &["--http2-prior-knowledge", &srv.url("/f1")]);
+    assert_eq!(meta, "200 2");
+    assert_eq!(get(&srv, "/f1").status, 200);
+}
+
+#[test]
+fn the_drain_sends_goaway_and_finishes_the_streams_in_flight() {
+    let root = DocRoot::new(true);
+    let (mut srv, port) = start(&root, &[]);
+    let out = root.dir.with_extension("h2-drain.out");
+    let out_tls = root.dir.with_extension("h2-drain-tls.out");
+    // Two downloads of 64 MiB at 16 MB/s, about 4 s each: over h2c and
+    // over h2 (TLS); SIGTERM lands in the middle of both.
+    let dl = |args: &[&str], to: &Path| {
+        Command::new("curl")
+            .args(["-sS", "--limit-rate", "16M", "-o"])
+            .arg(to)
+            .arg("--cacert")
+            .arg(tls_data("ca.pem"))
+            .arg("--resolve")
+            .arg(format!("localhost:{port}:127.0.0.1"))
+            .args(args)
+            .spawn()
+            .unwrap()
+    };
+    let mut a = dl(&["--http2-prior-knowledge", &srv.url("/big")], &out);
+    let mut b = dl(
+        &["--http2", &format!("https://localhost:{port}/big")],
+        &out_tls,
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let st = srv.terminate();
+    assert!(st.success(), "spindle exited with {st}");
+    let want = root.read("big");
+    for (child, file) in [(&mut a, &out), (&mut b, &out_tls)] {
+        assert!(
+            child.wait().unwrap().success(),
+            "curl failed on {}",
+            file.display()
+        );
+        let got = std::fs::read(file).unwrap();
+        let _ = std::fs::remove_file(file);
+        assert!(
+            got == want,
+            "{}: {} bytes of {}",
+            file.display(),
+            got.len(),
+            want.len()
+        );
+    }
+}
