@@ -110,6 +110,7 @@ pub fn setup(root: &Path, workers: u32) -> ServerSetup {
         cgroup_procs: None,
         spindle_flags: Vec::new(),
         tls: None,
+        http2: false,
     }
 }
 

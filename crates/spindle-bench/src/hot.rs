@@ -34,6 +34,18 @@ pub struct HotArgs {
     /// hot-tls.*.
     #[arg(long)]
     pub tls: bool,
+    /// HTTP/2 over HTTPS, measured with h2load (Debian nghttp2-client),
+    /// `-c 10 -m 32` by default: spindle io-uring against nginx (`http2`),
+    /// lighttpd (`server.h2proto`) and H2O (`--servers ...,h2o`), the same
+    /// certificate for all. Reports go to hot-h2.*.
+    #[arg(long)]
+    pub h2: bool,
+    /// With --h2: h2load's connections.
+    #[arg(long, default_value_t = 10)]
+    pub h2_clients: u64,
+    /// With --h2: h2load's concurrent streams per connection.
+    #[arg(long, default_value_t = 32)]
+    pub h2_streams: u64,
     /// An extra flag for every spindle server (repeatable), e.g. to run
     /// with features on: `--spindle-flag=--autoindex`; committed reports
     /// say which they used.
@@ -91,11 +103,26 @@ fn read_all(set: &DataSet, files: &[String]) {
 pub fn run(a: HotArgs) -> Result<()> {
     let c = &a.common;
     let (mut servers, mut notes) = c.servers()?;
-    if a.tls {
+    let tls_run = a.tls || a.h2;
+    if tls_run {
         crate::tls::https_only(&mut servers, &mut notes)?;
     }
-    let name_of_run = if a.tls { "hot-tls" } else { "hot" };
-    let modes: &[Mode] = if a.tls {
+    if a.h2 {
+        h2_only(&mut servers, &mut notes)?;
+    } else if servers
+        .iter()
+        .any(|(s, _)| *s == crate::servers::Server::H2o)
+    {
+        anyhow::bail!("h2o is compared over HTTP/2 only: add --h2");
+    }
+    let name_of_run = match (a.h2, a.tls) {
+        (true, _) => "hot-h2",
+        (false, true) => "hot-tls",
+        (false, false) => "hot",
+    };
+    let modes: &[Mode] = if a.h2 {
+        &[Mode::KeepAlive]
+    } else if a.tls {
         &[Mode::KeepAlive, Mode::PerFetch, Mode::PerFetchFull]
     } else {
         &[Mode::KeepAlive, Mode::PerFetch]
@@ -147,10 +174,10 @@ pub fn run(a: HotArgs) -> Result<()> {
     }
     let mut report = Report::new(
         name_of_run,
-        if a.tls {
-            "hot over HTTPS: everything cached"
-        } else {
-            "hot: everything cached"
+        match (a.h2, a.tls) {
+            (true, _) => "hot over HTTP/2 (HTTPS): everything cached",
+            (false, true) => "hot over HTTPS: everything cached",
+            (false, false) => "hot: everything cached",
         },
         machine,
         json!({"seconds": seconds, "parallel": a.parallel, "workers": c.workers,
@@ -174,7 +201,13 @@ pub fn run(a: HotArgs) -> Result<()> {
         common::pinning(c.workers).1.unwrap_or_else(|| "any".into())
     ));
     let work = common::workdir(&c.out, name_of_run)?;
-    let tls = if a.tls {
+    if a.h2 {
+        report.notes.push(format!(
+            "HTTP/2: h2load -c {} -m {} (one thread, pinned like the load generator), each server's HTTPS listener offering h2; nginx `listen ... ssl http2`, lighttpd `server.h2proto`, H2O with one thread and its defaults; p50 and p99 are h2load's mean and max time per request",
+            a.h2_clients, a.h2_streams
+        ));
+    }
+    let tls = if tls_run {
         let files = crate::tls::make(&work.join("tls"))?;
         report.notes.push(format!(
             "{}; `resumed` reuses a session ticket per connection, `full handshake` turns resumption off",
@@ -191,6 +224,7 @@ pub fn run(a: HotArgs) -> Result<()> {
             let name = server.name();
             let mut setup = common::setup(&c.data, c.workers);
             setup.tls = tls.clone();
+            setup.http2 = a.h2;
             setup.spindle_flags = a.spindle_flags.clone();
             let mut running = match Running::start(server, &setup) {
                 Ok(r) => r,
@@ -198,7 +232,7 @@ pub fn run(a: HotArgs) -> Result<()> {
                     for (label, _, _) in &sets {
                         for mode in modes {
                             report.add(
-                                &format!("{label}, {}", mode.label(a.tls)),
+                                &format!("{label}, {}", mode.label(tls_run)),
                                 &name,
                                 Err(anyhow::anyhow!("{e:#}")),
                             );
@@ -213,19 +247,29 @@ pub fn run(a: HotArgs) -> Result<()> {
             };
             for (label, paths, _) in &sets {
                 let urls = work.join(format!("urls-{}", label.replace(' ', "")));
-                let scheme = if a.tls { "https" } else { "http" };
+                let scheme = if tls_run { "https" } else { "http" };
                 common::write_urls_scheme(&urls, scheme, running.port, paths)?;
                 for &mode in modes {
-                    let group = format!("{label}, {}", mode.label(a.tls));
+                    let group = format!("{label}, {}", mode.label(tls_run));
                     progress.start(format!("round {} {group} {name}", round + 1));
                     let load_tls = tls.as_ref().map(|t| LoadTls {
                         ca: t.ca.clone(),
                         resume: mode != Mode::PerFetchFull,
                     });
                     let keepalive = mode == Mode::KeepAlive;
-                    let sample = measure(
-                        &running, &urls, keepalive, load_tls, seconds, a.parallel, &work,
-                    );
+                    let sample = if a.h2 {
+                        measure_h2(
+                            &running,
+                            &urls,
+                            seconds,
+                            (a.h2_clients, a.h2_streams),
+                            c.workers,
+                        )
+                    } else {
+                        measure(
+                            &running, &urls, keepalive, load_tls, seconds, a.parallel, &work,
+                        )
+                    };
                     let line = match &sample {
                         Ok(m) => format!(
                             "round {} {group:<28} {name:<28} {:>9.0} req/s {:>7.3} CPU s/10k",
@@ -244,7 +288,11 @@ pub fn run(a: HotArgs) -> Result<()> {
     }
     progress.finish();
     report.machine.finish();
-    let columns: &[Column] = if a.tls { &COLUMNS_TLS } else { &COLUMNS };
+    let columns: &[Column] = if a.tls && !a.h2 {
+        &COLUMNS_TLS
+    } else {
+        &COLUMNS
+    };
     let files = report.write(&c.out, name_of_run, columns, "requests per second")?;
     for f in files {
         eprintln!("wrote {}", f.display());
@@ -287,4 +335,147 @@ fn measure(
         m.insert("cpu_s_per_10k".into(), (c1 - c0) / fetches * 10_000.0);
     }
     Ok(m)
+}
+
+/// Keeps the servers that speak HTTP/2 here: spindle io-uring and the
+/// peers; spindle's other backends serve HTTP/1.1 only.
+fn h2_only(
+    servers: &mut Vec<(crate::servers::Server, String)>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    servers.retain(|(s, _)| {
+        let ok = !matches!(s, crate::servers::Server::Spindle(b) if b != "io-uring");
+        if !ok {
+            notes.push(format!("{} skipped: it serves HTTP/1.1 only", s.name()));
+        }
+        ok
+    });
+    if servers.is_empty() {
+        anyhow::bail!("none of the servers serves HTTP/2");
+    }
+    Ok(())
+}
+
+/// The numbers of one h2load run that the report keeps.
+fn h2load_metrics(text: &str) -> Result<BTreeMap<String, f64>> {
+    let mut m = BTreeMap::new();
+    let num = |s: &str| -> f64 {
+        s.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '/' || c == ',')
+            .parse()
+            .unwrap_or(0.0)
+    };
+    let ms = |s: &str| -> f64 {
+        if let Some(v) = s.strip_suffix("us") {
+            num(v) / 1000.0
+        } else if let Some(v) = s.strip_suffix("ms") {
+            num(v)
+        } else if let Some(v) = s.strip_suffix('s') {
+            num(v) * 1000.0
+        } else {
+            0.0
+        }
+    };
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["finished", "in", _, rps, "req/s,", mbps, ..] => {
+                m.insert("req_per_sec".into(), num(rps));
+                m.insert("fetches_per_sec".into(), num(rps));
+                let mb = mbps.trim_end_matches("MB/s").trim_end_matches("GB/s");
+                let scale = if mbps.ends_with("GB/s") { 1000.0 } else { 1.0 };
+                m.insert("mb_per_sec".into(), num(mb) * scale);
+            }
+            ["requests:", total, "total,", ..] => {
+                m.insert("fetches".into(), num(total));
+                let failed = w
+                    .windows(2)
+                    .filter(|p| matches!(p[1], "failed," | "errored," | "timeout"))
+                    .map(|p| num(p[0]))
+                    .sum::<f64>();
+                m.insert("errors".into(), failed);
+            }
+            ["status", "codes:", ok, "2xx,", ..] => {
+                let total = m.get("fetches").copied().unwrap_or(0.0);
+                m.insert("non_200".into(), (total - num(ok)).max(0.0));
+            }
+            ["time", "for", "request:", _min, max, mean, ..] => {
+                m.insert("fetch_ms_p50".into(), ms(mean));
+                m.insert("fetch_ms_p99".into(), ms(max));
+            }
+            _ => {}
+        }
+    }
+    if !m.contains_key("req_per_sec") {
+        anyhow::bail!("h2load printed no result: {}", text.trim());
+    }
+    Ok(m)
+}
+
+/// One HTTP/2 measurement: a short h2load warm-up, then `seconds` of
+/// `-c clients -m streams` over the URLs, the server's CPU counted
+/// around the second run.
+fn measure_h2(
+    running: &Running,
+    urls: &std::path::Path,
+    seconds: f64,
+    (clients, streams): (u64, u64),
+    workers: u32,
+) -> Result<BTreeMap<String, f64>> {
+    let h2load = |extra: &[String]| -> Result<String> {
+        let mut cmd = match common::pinning(workers).1 {
+            Some(cpu) if crate::servers::which("taskset").is_some() => {
+                let mut c = std::process::Command::new("taskset");
+                c.args(["-c", &cpu, "h2load"]);
+                c
+            }
+            _ => std::process::Command::new("h2load"),
+        };
+        let out = cmd
+            .args([
+                "-c",
+                &clients.to_string(),
+                "-m",
+                &streams.to_string(),
+                "-t",
+                "1",
+                "-i",
+            ])
+            .arg(urls)
+            .args(extra)
+            .output()
+            .map_err(|e| anyhow::anyhow!("h2load (Debian nghttp2-client): {e}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    h2load(&["-n".into(), (clients * streams * 20).to_string()])?;
+    let c0 = running.cpu_seconds();
+    let text = h2load(&["-D".into(), format!("{}", seconds.max(1.0).round() as u64)])?;
+    let c1 = running.cpu_seconds();
+    let mut m = h2load_metrics(&text)?;
+    let fetches = m.get("fetches").copied().unwrap_or(0.0);
+    m.insert("server_cpu_s".into(), c1 - c0);
+    if fetches > 0.0 {
+        m.insert("cpu_s_per_10k".into(), (c1 - c0) / fetches * 10_000.0);
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod h2_tests {
+    #[test]
+    fn h2load_output_is_read() {
+        let text = "finished in 10.00s, 76123.40 req/s, 83.11MB/s
+requests: 761234 total, 761234 started, 761234 done, 761230 succeeded, 4 failed, 0 errored, 0 timeout
+status codes: 761230 2xx, 0 3xx, 4 4xx, 0 5xx
+time for request:      120us     45.67ms      4.12ms      2.01ms    89.00%
+";
+        let m = super::h2load_metrics(text).unwrap();
+        assert_eq!(m["req_per_sec"], 76123.40);
+        assert_eq!(m["mb_per_sec"], 83.11);
+        assert_eq!(m["fetches"], 761234.0);
+        assert_eq!(m["errors"], 4.0);
+        assert_eq!(m["non_200"], 4.0);
+        assert_eq!(m["fetch_ms_p50"], 4.12);
+        assert_eq!(m["fetch_ms_p99"], 45.67);
+        assert!(super::h2load_metrics("nothing").is_err());
+    }
 }

@@ -123,6 +123,8 @@ pub enum Server {
     NginxSendfile,
     NginxAioThreads,
     Lighttpd,
+    /// H2O (HTTP/2 runs only: `hot --h2`).
+    H2o,
 }
 
 impl Server {
@@ -136,8 +138,9 @@ impl Server {
             "nginx-sendfile" => Ok(Server::NginxSendfile),
             "nginx-aio-threads" => Ok(Server::NginxAioThreads),
             "lighttpd" => Ok(Server::Lighttpd),
+            "h2o" => Ok(Server::H2o),
             _ => bail!(
-                "unknown server {name:?}: expected spindle-{{{}}}, nginx-sendfile, nginx-aio-threads or lighttpd",
+                "unknown server {name:?}: expected spindle-{{{}}}, nginx-sendfile, nginx-aio-threads, lighttpd or h2o",
                 SPINDLE_BACKENDS.join("|")
             ),
         }
@@ -149,6 +152,7 @@ impl Server {
             Server::NginxSendfile => "nginx-sendfile".into(),
             Server::NginxAioThreads => "nginx-aio-threads".into(),
             Server::Lighttpd => "lighttpd".into(),
+            Server::H2o => "h2o".into(),
         }
     }
 
@@ -157,6 +161,7 @@ impl Server {
             Server::Spindle(_) => None,
             Server::NginxSendfile | Server::NginxAioThreads => Some("nginx"),
             Server::Lighttpd => Some("lighttpd"),
+            Server::H2o => Some("h2o"),
         }
     }
 
@@ -220,6 +225,10 @@ pub struct ServerSetup {
     pub spindle_flags: Vec<String>,
     /// Serve HTTPS (only) with this certificate.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Offer HTTP/2 on the HTTPS listener (ALPN `h2`; spindle and H2O do
+    /// by default, nginx needs `http2` on its `listen`, lighttpd
+    /// `server.h2proto`).
+    pub http2: bool,
 }
 
 /// A running server, stopped on drop.
@@ -283,7 +292,7 @@ impl Running {
                 let (ssl, tls_conf) = match &setup.tls {
                     None => ("", String::new()),
                     Some(f) => (
-                        " ssl",
+                        if setup.http2 { " ssl http2" } else { " ssl" },
                         format!(
                             "  ssl_certificate {};\n  ssl_certificate_key {};\n  ssl_protocols TLSv1.2 TLSv1.3;\n\
   ssl_prefer_server_ciphers on;\n  ssl_session_cache shared:SSL:10m;\n  ssl_session_tickets on;\n",
@@ -329,9 +338,10 @@ server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserv
                     None => conf,
                     Some(f) => format!(
                         "{conf}server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\n\
-ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n",
+ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\nserver.feature-flags += (\"server.h2proto\" => \"{}\")\n",
                         f.cert.display(),
-                        f.key.display()
+                        f.key.display(),
+                        if setup.http2 { "enable" } else { "disable" }
                     ),
                 };
                 let path = tmp.join("lighttpd.conf");
@@ -343,6 +353,32 @@ ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\n",
                         .to_string(),
                     "-D".into(),
                     "-f".into(),
+                    path.display().to_string(),
+                ]
+            }
+            Server::H2o => {
+                let tls = setup
+                    .tls
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("h2o runs here over HTTPS only (hot --h2)"))?;
+                // One thread, no access log, files from the root; the
+                // certificate every server uses.
+                let conf = format!(
+                    "num-threads: {w}\nuser: root\nerror-log: {t}/error.log\npid-file: {t}/h2o.pid\n\
+max-connections: {SERVER_CONNECTIONS}\nlisten:\n  host: 127.0.0.1\n  port: {port}\n  ssl:\n\
+    certificate-file: {}\n    key-file: {}\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: {root}\n",
+                    tls.cert.display(),
+                    tls.key.display(),
+                    t = tmp.display()
+                );
+                let path = tmp.join("h2o.conf");
+                std::fs::write(&path, conf)?;
+                vec![
+                    which("h2o")
+                        .ok_or_else(|| anyhow!("h2o is not installed"))?
+                        .display()
+                        .to_string(),
+                    "-c".into(),
                     path.display().to_string(),
                 ]
             }

@@ -8,7 +8,7 @@
 //! waits only in the ring or for its I/O threads answers them in a millisecond or two.
 //!
 //! Run for the three asynchronous backends (io-uring and posix-aio also with the download over
-//! HTTPS), and for linux-sendfile, which blocks by
+//! HTTPS, io-uring also over HTTP/2), and for linux-sendfile, which blocks by
 //! design, as the control that shows the test can fail. The server is spindle itself
 //! (`spindle-bench __spindle`), the disk a real FUSE mount (`spindle-bench slowdisk`),
 //! the clients raw TCP.
@@ -109,8 +109,19 @@ fn tls_data(name: &str) -> String {
         .to_string()
 }
 
-/// Downloads `path` over HTTPS with curl (verifying against the test CA).
-fn https_get(port: u16, path: &str) -> Vec<u8> {
+/// How the download goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// HTTP/1.1 over raw TCP.
+    Plain,
+    /// HTTPS with curl (HTTP/1.1, or HTTP/2 where the backend offers it).
+    Https,
+    /// HTTP/2 by prior knowledge (h2c) with curl, on the plain port.
+    H2c,
+}
+
+/// Downloads `url` with curl (verifying against the test CA).
+fn curl_get(port: u16, url: &str, h2c: bool) -> Vec<u8> {
     let out = std::process::Command::new("curl")
         .args([
             "-sS",
@@ -121,7 +132,8 @@ fn https_get(port: u16, path: &str) -> Vec<u8> {
             "--resolve",
         ])
         .arg(format!("localhost:{port}:127.0.0.1"))
-        .arg(format!("https://localhost:{port}{path}"))
+        .args(h2c.then_some("--http2-prior-knowledge"))
+        .arg(url)
         .output()
         .expect("curl is needed for the HTTPS run");
     assert!(
@@ -132,9 +144,9 @@ fn https_get(port: u16, path: &str) -> Vec<u8> {
     out.stdout
 }
 
-/// `tls`: the download goes over HTTPS (curl), the small fetches stay plain on
+/// `via`: how the download goes; the small fetches stay plain HTTP/1.1 on
 /// the same worker.
-fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool, tls: bool) -> Run {
+fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool, via: Via) -> Run {
     let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -143,7 +155,7 @@ fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool, t
     let tls_addr = format!("127.0.0.1:{tls_port}");
     let (cert, key) = (tls_data("p256.pem"), tls_data("p256.key"));
     let mut args = vec!["--first-miss", "cache", "--chunk-size", "32k"];
-    if tls {
+    if via == Via::Https {
         args.extend([
             "--tls-listen",
             &tls_addr,
@@ -169,8 +181,16 @@ fn run(exe_root: &Path, file: &str, backend: &str, big: &[u8], follower: bool, t
     let target = format!("/{file}");
     let download = std::thread::spawn(move || {
         let t = Instant::now();
-        if tls {
-            return (https_get(tls_port, &target), t.elapsed());
+        match via {
+            Via::Https => {
+                let url = format!("https://localhost:{tls_port}{target}");
+                return (curl_get(tls_port, &url, false), t.elapsed());
+            }
+            Via::H2c => {
+                let url = format!("http://{addr}{target}");
+                return (curl_get(addr.port(), &url, true), t.elapsed());
+            }
+            Via::Plain => {}
         }
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -254,6 +274,7 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     for b in ["io-uring", "posix-aio"] {
         std::fs::write(backing.join(format!("big-https-{b}.bin")), &big).unwrap();
     }
+    std::fs::write(backing.join("big-h2c.bin"), &big).unwrap();
     std::fs::write(backing.join("big-shared.bin"), &big).unwrap();
     std::fs::write(backing.join("small.txt"), b"small and in memory\n").unwrap();
 
@@ -268,7 +289,7 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     let root = disk.root().to_path_buf();
 
     for b in backends {
-        let r = run(&root, &format!("big-{b}.bin"), b, &big, false, false);
+        let r = run(&root, &format!("big-{b}.bin"), b, &big, false, Via::Plain);
         assert!(
             r.fetches >= 10,
             "{b}: the download ({:?}) lasted long enough to test anything ({} fetches)",
@@ -294,7 +315,7 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     // readahead has inserted but not yet filled. `cachestat` counts those; the
     // io-uring backend sends a body of several chunks only over pages `mincore`
     // finds filled.
-    let r = run(&root, "big-shared.bin", "io-uring", &big, true, false);
+    let r = run(&root, "big-shared.bin", "io-uring", &big, true, Via::Plain);
     assert!(
         r.worst < STALL,
         "io-uring, two downloads of one file: a small fetch waited {:?}: the worker blocked",
@@ -303,7 +324,14 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     // The same over HTTPS, on both backends that serve it: the body is read
     // into buffers and encrypted there.
     for b in ["io-uring", "posix-aio"] {
-        let r = run(&root, &format!("big-https-{b}.bin"), b, &big, false, true);
+        let r = run(
+            &root,
+            &format!("big-https-{b}.bin"),
+            b,
+            &big,
+            false,
+            Via::Https,
+        );
         assert!(
             r.fetches >= 10 && r.worst < STALL,
             "{b} over HTTPS: {} small fetches, the slowest {:?}: the worker blocked",
@@ -311,4 +339,12 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
             r.worst
         );
     }
+    // And over HTTP/2 (h2c): a stream's body is read into buffers too.
+    let r = run(&root, "big-h2c.bin", "io-uring", &big, false, Via::H2c);
+    assert!(
+        r.fetches >= 10 && r.worst < STALL,
+        "io-uring over HTTP/2: {} small fetches, the slowest {:?}: the worker blocked",
+        r.fetches,
+        r.worst
+    );
 }
