@@ -365,8 +365,9 @@ ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\nserver.feature-flags += (\"server.h2
                 // certificate every server uses.
                 let conf = format!(
                     "num-threads: {w}\nuser: root\nerror-log: {t}/error.log\npid-file: {t}/h2o.pid\n\
-max-connections: {SERVER_CONNECTIONS}\nlisten:\n  host: 127.0.0.1\n  port: {port}\n  ssl:\n\
-    certificate-file: {}\n    key-file: {}\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: {root}\n",
+                     max-connections: {SERVER_CONNECTIONS}\nlisten:\n  host: 127.0.0.1\n  port: {port}\n\
+                     \x20 ssl:\n    certificate-file: {}\n    key-file: {}\n\
+                     hosts:\n  default:\n    paths:\n      /:\n        file.dir: {root}\n",
                     tls.cert.display(),
                     tls.key.display(),
                     t = tmp.display()

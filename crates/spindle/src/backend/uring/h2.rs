@@ -34,6 +34,10 @@ use super::{Conn, Worker};
 use crate::conn::h2::{H2Link, Todo, Wrote};
 use crate::conn::{Life, Phase, Ticket};
 
+/// The frame buffer an HTTP/2 connection keeps while it has no stream
+/// (it grows to a batch, `conn::h2::FILL_BATCH`, while streams send).
+const IDLE_OUT_CAPACITY: usize = 4096;
+
 /// What a slot's socket speaks, or which HTTP/2 stream the slot serves.
 pub(super) enum Proto {
     Http1,
@@ -409,6 +413,10 @@ impl Worker {
             unreachable!()
         };
         io.flushing = false;
+        if !io.sending && io.link.streams() == 0 && io.out.capacity() > IDLE_OUT_CAPACITY {
+            // An idle connection keeps no batch-sized buffer.
+            io.out = Vec::new();
+        }
         let done = io.closing && !io.sending && !tls_busy && !io.link.has_output();
         let starved = !c.recv_armed && !io.link.input_full() && c.life.phase == Phase::Reading;
         if done {
