@@ -130,6 +130,52 @@ const CONNECTION_FIELDS: &[&str] = &[
 /// writes about a dozen, plus `add-header`'s).
 pub const MAX_RESPONSE_FIELDS: usize = 64;
 
+/// A response head read in place: its status, its fields as slices of
+/// the head (names as the core wrote them; HPACK lowercases them), and
+/// its length. Nothing is allocated: the hot path of every stream.
+pub struct HeadView<'a> {
+    pub status: u16,
+    fields: [(&'a [u8], &'a [u8]); MAX_RESPONSE_FIELDS],
+    count: usize,
+    pub len: usize,
+}
+
+impl<'a> HeadView<'a> {
+    /// The fields HTTP/2 sends, connection-specific ones left out.
+    pub fn fields(&self) -> &[(&'a [u8], &'a [u8])] {
+        &self.fields[..self.count]
+    }
+}
+
+/// [`response_head`] without allocating. `None` for a head that is not
+/// whole or does not parse.
+pub fn view_response_head(head: &[u8]) -> Option<HeadView<'_>> {
+    let mut hs = [httparse::EMPTY_HEADER; MAX_RESPONSE_FIELDS];
+    let mut r = httparse::Response::new(&mut hs);
+    let len = match r.parse(head) {
+        Ok(httparse::Status::Complete(n)) => n,
+        _ => return None,
+    };
+    let status = r.code?;
+    let mut v = HeadView {
+        status,
+        fields: [(&[][..], &[][..]); MAX_RESPONSE_FIELDS],
+        count: 0,
+        len,
+    };
+    for h in r.headers.iter() {
+        if CONNECTION_FIELDS
+            .iter()
+            .any(|c| h.name.eq_ignore_ascii_case(c))
+        {
+            continue;
+        }
+        v.fields[v.count] = (h.name.as_bytes(), h.value);
+        v.count += 1;
+    }
+    Some(v)
+}
+
 /// Reads a head the core made back into a status and fields. `None` for
 /// a head that does not parse, which the core never makes.
 pub fn response_head(head: &[u8]) -> Option<ResponseHead> {
@@ -241,6 +287,18 @@ mod tests {
             .fields
             .iter()
             .any(|(n, v)| n == b"content-length" && v == b"5"));
+        // The view reads the same head in place, names as written.
+        let v = view_response_head(&r.head).unwrap();
+        assert_eq!((v.status, v.len), (h.status, h.len));
+        assert_eq!(v.fields().len(), h.fields.len());
+        for ((vn, vv), (n, val)) in v.fields().iter().zip(&h.fields) {
+            assert_eq!(vn.to_ascii_lowercase(), *n);
+            assert_eq!(vv, val);
+        }
+        let mut with_body = r.head.clone();
+        with_body.extend_from_slice(b"hello");
+        assert_eq!(view_response_head(&with_body).unwrap().len, r.head.len());
+        assert!(view_response_head(&r.head[..r.head.len() - 1]).is_none());
         s.sent();
         assert!(s.closes_after_response(), "a stream carries one request");
         let info = s.log_info();

@@ -240,28 +240,18 @@ impl H2Link {
     /// A stream slot's plaintext: its response head (an HTTP/1.1 head,
     /// sent as HEADERS), then body bytes (framed as DATA by `fill`).
     pub fn write(&mut self, stream_id: u32, bytes: &[u8]) -> Wrote {
-        let head_sent = match self.streams.get_mut(&stream_id) {
-            None => return Wrote::Gone,
-            Some(s) if !s.head_sent => {
-                s.head.extend_from_slice(bytes);
-                false
-            }
-            Some(_) => true,
+        let Some(s) = self.streams.get_mut(&stream_id) else {
+            return Wrote::Gone;
         };
-        let rest;
-        let body: &[u8] = if head_sent {
-            bytes
-        } else {
-            rest = match self.head(stream_id) {
-                Some(rest) => rest,
-                // Not whole yet (the rest comes with the next write), or
-                // the stream is gone.
-                None if self.streams.contains_key(&stream_id) => return Wrote::Now,
-                None => return Wrote::Gone,
+        if !s.head_sent {
+            s.head.extend_from_slice(bytes);
+            // Once whole, the head goes as HEADERS and what follows it in
+            // the same bytes (a small body) waits to be framed.
+            return match self.head(stream_id) {
+                true => Wrote::Now,
+                false => Wrote::Gone,
             };
-            &rest
-        };
-        let s = self.streams.get_mut(&stream_id).expect("stream");
+        }
         if s.no_body {
             // HEADERS ended the stream: nothing more goes to the client.
             return Wrote::Now;
@@ -271,7 +261,7 @@ impl H2Link {
             s.pending.clear();
             s.framed = 0;
         }
-        s.pending.extend_from_slice(body);
+        s.pending.extend_from_slice(bytes);
         if idle || s.framed == s.pending.len() {
             Wrote::Now
         } else {
@@ -280,39 +270,45 @@ impl H2Link {
         }
     }
 
-    /// Sends the stream's response head as HEADERS once it is whole, and
-    /// returns the bytes after it (body). None: not whole yet, or the
-    /// stream is gone (then it is no longer in `streams`).
-    fn head(&mut self, stream_id: u32) -> Option<Vec<u8>> {
+    /// Sends the stream's response head as HEADERS once it is whole; the
+    /// bytes after it become the body to frame (`pending`, from `framed`).
+    /// `false`: the stream is gone (no longer in `streams`).
+    fn head(&mut self, stream_id: u32) -> bool {
         let s = self.streams.get_mut(&stream_id).expect("stream");
         loop {
-            let Some(h) = exchange::response_head(&s.head) else {
+            let Some(h) = exchange::view_response_head(&s.head) else {
                 if s.head.len() > MAX_STREAM_HEAD {
                     self.abort(stream_id);
+                    return false;
                 }
-                return None;
+                // Not whole yet: the rest comes with the next write.
+                return true;
             };
-            let rest = s.head.split_off(h.len);
             if (100..200).contains(&h.status) {
                 // An interim head (100 Continue): HTTP/2 has no use for
                 // it here; the final head follows.
-                s.head = rest;
+                let len = h.len;
+                s.head.drain(..len);
                 continue;
             }
             let no_body = s.head_only || h.status == 204 || h.status == 304;
+            let sent = self
+                .conn
+                .send_headers(stream_id, h.status, h.fields(), no_body);
+            let len = h.len;
             s.head_sent = true;
             s.no_body = no_body;
-            s.head = Vec::new();
-            let fields: Vec<(&[u8], &[u8])> =
-                h.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-            if !self
-                .conn
-                .send_headers(stream_id, h.status, &fields, no_body)
-            {
+            if !sent {
                 self.streams.remove(&stream_id);
-                return None;
+                return false;
             }
-            return Some(rest);
+            if !no_body {
+                // The head's buffer becomes the body's, without a copy.
+                s.pending = std::mem::take(&mut s.head);
+                s.framed = len;
+            }
+            s.head = Vec::new();
+            return true;
         }
     }
 

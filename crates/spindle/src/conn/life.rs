@@ -160,7 +160,9 @@ impl Life {
         }
     }
 
-    fn set_idle(&mut self, ctx: &WorkerContext, idle: bool) {
+    /// Counts the connection in the idle gauge, or takes it out (an
+    /// HTTP/2 connection is idle while it has no stream).
+    pub fn set_idle(&mut self, ctx: &WorkerContext, idle: bool) {
         if idle != self.idle {
             self.idle = idle;
             if idle {

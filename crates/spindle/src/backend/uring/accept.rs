@@ -135,7 +135,7 @@ impl Worker {
         ));
         let m = &self.serve.ctx.metrics;
         m.accepted.inc();
-        m.open.set(self.conns.live() as u64);
+        m.open.set((self.conns.live() - self.streams) as u64);
         if self.conns.full() {
             // Stop accepting; the kernel's backlog holds new connections
             // until a slot frees up.

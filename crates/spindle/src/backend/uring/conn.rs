@@ -393,7 +393,9 @@ impl Worker {
             debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
             debug_assert!(tx.ahead.is_none(), "read-ahead buffer leaked");
         }
-        if !c.proto.is_stream() {
+        if c.proto.is_stream() {
+            self.streams -= 1;
+        } else {
             // A stream slot's fd is its connection's, closed by it.
             self.push(
                 opcode::Close::new(types::Fd(c.fd)).build(),
@@ -401,7 +403,11 @@ impl Worker {
             );
         }
         drop(c.file);
-        self.serve.ctx.metrics.open.set(self.conns.live() as u64);
+        self.serve
+            .ctx
+            .metrics
+            .open
+            .set((self.conns.live() - self.streams) as u64);
         if !self.conns.full() {
             for i in 0..self.accept.listeners.len() {
                 if !self.accept.backoff.paused() {

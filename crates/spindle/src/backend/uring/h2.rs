@@ -65,7 +65,7 @@ impl Proto {
 pub(super) struct H2Io {
     pub(super) link: H2Link,
     /// Frames a plain `SEND` is sending (from `out_sent`), never changed
-    /// while it is in flight.
+    /// while it is in flight; over TLS, the batch being encrypted.
     out: Vec<u8>,
     out_sent: usize,
     sending: bool,
@@ -127,6 +127,8 @@ impl Worker {
             return;
         };
         let busy = io.link.streams() > 0 || io.sending || tls_busy || io.link.has_output();
+        let idle = io.link.streams() == 0 && !io.closing;
+        c.life.set_idle(&self.serve.ctx, idle);
         c.life.deadline = self.now
             + if busy {
                 cfg.send_timeout
@@ -209,6 +211,7 @@ impl Worker {
             ended: false,
         };
         let who = self.conns.insert(Conn::new(fd, life, proto, None, now));
+        self.streams += 1;
         let Proto::H2(io) = &mut self.conns.live_at(slot).proto else {
             unreachable!()
         };
@@ -355,9 +358,12 @@ impl Worker {
                     // At most two batches of records: one in flight, one
                     // queued behind it.
                     if !tls.records_queued() {
-                        let mut batch = Vec::new();
-                        io.link.fill(&mut batch, &mut sent);
-                        tls.encrypt(&batch);
+                        // `out` is the batch here (plain connections send
+                        // from it); the records are a copy.
+                        io.out.clear();
+                        io.link.fill(&mut io.out, &mut sent);
+                        tls.encrypt(&io.out);
+                        io.out.clear();
                     }
                     self.tls_flush(slot);
                 }

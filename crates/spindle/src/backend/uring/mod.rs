@@ -319,6 +319,9 @@ struct Worker {
     /// (`read::Lead`): its strong count, less this one, is how many share
     /// `read::LEAD_BUDGET`.
     leaders: Rc<()>,
+    /// Slots in `conns` that serve an HTTP/2 stream, not a connection (the
+    /// open-connections gauge leaves them out).
+    streams: usize,
     /// Receives to arm again once this batch of completions is handled
     /// (they failed for want of a provided buffer).
     rearm: Vec<u32>,

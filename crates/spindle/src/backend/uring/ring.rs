@@ -194,6 +194,7 @@ impl Worker {
                 page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
             },
             leaders: std::rc::Rc::default(),
+            streams: 0,
             rearm: Vec::new(),
             now: Instant::now(),
         };
