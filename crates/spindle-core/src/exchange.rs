@@ -179,27 +179,15 @@ pub fn view_response_head(head: &[u8]) -> Option<HeadView<'_>> {
 /// Reads a head the core made back into a status and fields. `None` for
 /// a head that does not parse, which the core never makes.
 pub fn response_head(head: &[u8]) -> Option<ResponseHead> {
-    let mut hs = [httparse::EMPTY_HEADER; MAX_RESPONSE_FIELDS];
-    let mut r = httparse::Response::new(&mut hs);
-    let len = match r.parse(head) {
-        Ok(httparse::Status::Complete(n)) => n,
-        _ => return None,
-    };
-    let status = r.code?;
-    let fields = r
-        .headers
-        .iter()
-        .filter(|h| {
-            !CONNECTION_FIELDS
-                .iter()
-                .any(|c| h.name.eq_ignore_ascii_case(c))
-        })
-        .map(|h| (h.name.to_ascii_lowercase().into_bytes(), h.value.to_vec()))
-        .collect();
+    let v = view_response_head(head)?;
     Some(ResponseHead {
-        status,
-        fields,
-        len,
+        status: v.status,
+        fields: v
+            .fields()
+            .iter()
+            .map(|(n, val)| (n.to_ascii_lowercase(), val.to_vec()))
+            .collect(),
+        len: v.len,
     })
 }
 

@@ -89,6 +89,8 @@ pub struct Session {
     /// One HTTP/2 stream's request ([`Session::for_stream`]): one
     /// response, then closed; logged as `HTTP/2.0`.
     stream: bool,
+    /// Over TLS ([`Session::set_tls`]).
+    tls: bool,
     /// The current request's `fallback` (see [`Rules::check`]), to open
     /// if its file is not found.
     ///
@@ -156,8 +158,15 @@ impl Session {
             over_limit: false,
             dir_request: false,
             stream: false,
+            tls: false,
             fallback: None,
         }
+    }
+
+    /// The session's bytes come over TLS (an HTTPS connection, or a
+    /// stream of one): `--redirect-https` leaves it alone.
+    pub fn set_tls(&mut self) {
+        self.tls = true;
     }
 
     /// The session of one HTTP/2 stream (see [`crate::exchange`]): it is
@@ -438,6 +447,11 @@ impl Session {
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
             Ok(resolved) => {
+                if let Some(location) = self.https_location(cfg, &req, &resolved.rel) {
+                    self.last_req = Some(req);
+                    let extra = [("Location", location.as_str())];
+                    return self.respond_error(cfg, 308, keep_alive, announce, head_only, &extra);
+                }
                 let asked = crate::rules::Asked {
                     client: self.client.map(|a| a.ip()),
                     raw_path: path::target_path(&req.target).unwrap_or(b"/"),
@@ -802,6 +816,48 @@ impl Session {
 
 /// `Location` for a directory requested without its trailing slash: the
 /// path with `/` appended, query preserved.
+/// What `--redirect-https` needs of a host: a name or address, with no
+/// byte that could make the `Location` mean another place.
+fn plain_host(host: &[u8]) -> Option<&str> {
+    // Without its port: `name:8080`, `[::1]:8080`.
+    let h = match host.iter().rposition(|&b| b == b':') {
+        Some(i) if !host.ends_with(b"]") && host[i + 1..].iter().all(u8::is_ascii_digit) => {
+            &host[..i]
+        }
+        _ => host,
+    };
+    let ok = !h.is_empty()
+        && h.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'[' | b']' | b':'));
+    ok.then(|| std::str::from_utf8(h).ok()).flatten()
+}
+
+impl Session {
+    /// `--redirect-https`'s answer for this request, if it has one: not
+    /// over TLS, not an ACME HTTP-01 challenge (RFC 8555 §8.3, which must
+    /// stay reachable over plain HTTP), and a host to send it to.
+    fn https_location(
+        &self,
+        cfg: &SessionConfig,
+        req: &request::Request,
+        rel: &[u8],
+    ) -> Option<String> {
+        let port = cfg.redirect_https?;
+        if self.tls || rel.starts_with(b".well-known/acme-challenge/") {
+            return None;
+        }
+        let host = plain_host(req.host.as_deref()?)?;
+        let target = std::str::from_utf8(&req.target).ok()?;
+        if !target.starts_with('/') || target.starts_with("//") {
+            return None;
+        }
+        Some(match port {
+            443 => format!("https://{host}{target}"),
+            p => format!("https://{host}:{p}{target}"),
+        })
+    }
+}
+
 fn redirect_location(target: &[u8]) -> String {
     let path = path::target_path(target).unwrap_or(b"/");
     let query = target

@@ -28,6 +28,10 @@ pub struct SessionConfig {
     pub boundary_seed: u64,
     /// Cache-Control, header fields and Content-Type by path glob.
     pub rules: Arc<Rules>,
+    /// `--redirect-https`: a session that is not over TLS answers every
+    /// request but ACME's HTTP-01 challenges with 308 to the same host and
+    /// target over HTTPS, on this port (443: none in the URL).
+    pub redirect_https: Option<u16>,
     /// Pages (paths beneath the root) that answer these error statuses in
     /// place of the built-in ones.
     pub error_pages: Vec<(u16, CString)>,
@@ -106,6 +110,7 @@ impl Default for SessionConfig {
             charset: "utf-8".into(),
             hosts: Vec::new(),
             autoindex: false,
+            redirect_https: None,
         }
     }
 }

@@ -224,6 +224,9 @@ pub struct Cli {
     /// Send every body from a copy in memory, never by sendfile(2) from the page cache (io-uring, posix-aio); see docs/reliability.md
     #[arg(long)]
     pub no_sendfile: bool,
+    /// Answer every request on a plain listener with 308 to the same host and path over HTTPS (the first --tls-listen's port), except ACME's /.well-known/acme-challenge/
+    #[arg(long)]
+    pub redirect_https: bool,
     /// Serve HTTP/1.1 only: no ALPN `h2` on HTTPS listeners, and a plain connection opening with the HTTP/2 preface is not taken as HTTP/2 (io-uring serves HTTP/2; other backends only HTTP/1.1)
     #[arg(long)]
     pub no_http2: bool,
@@ -311,6 +314,8 @@ pub struct Config {
     /// HTTP/2: ALPN `h2` on HTTPS listeners and prior knowledge (h2c) on
     /// plain ones, where the backend serves it (io-uring).
     pub http2: bool,
+    /// `--redirect-https`: plain listeners redirect to HTTPS.
+    pub redirect_https: bool,
     /// `--add-header` fields, wire-ready (`Name: value\r\n` each).
     pub extra_headers: Vec<u8>,
     /// Codings served from precompressed sidecars, preferred first.
@@ -460,6 +465,7 @@ impl Config {
                 .unwrap_or(FirstMiss::Auto),
             sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
             http2: !cli.no_http2 && file.http2.unwrap_or(true),
+            redirect_https: cli.redirect_https || file.redirect_https.unwrap_or(false),
             // The command line's fields replace the file's, as for every
             // other key.
             extra_headers: header_fields(
@@ -552,6 +558,11 @@ impl Config {
             error_pages: self.error_pages.clone(),
             charset: self.charset.clone(),
             rules: self.rules.clone(),
+            // To the first HTTPS listener's port (443 when TLS ends in
+            // front of spindle).
+            redirect_https: self
+                .redirect_https
+                .then(|| self.tls_listen.first().map_or(443, |a| a.port())),
             hosts: self
                 .hosts
                 .iter()

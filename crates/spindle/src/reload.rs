@@ -131,6 +131,7 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         first_miss: _,
         extra_headers: _,
         precompressed: _,
+        redirect_https: _,
         error_pages: _,
         charset: _,
         rules: _,

@@ -619,3 +619,115 @@ fn a_bad_secure_link_stops_the_start() {
         "the secret is empty",
     );
 }
+
+fn tls_file(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn redirect_https_on_every_backend() {
+    for b in backends() {
+        eprintln!("backend {b}");
+        let root = DocRoot::new(false);
+        std::fs::create_dir_all(root.path(".well-known/acme-challenge")).unwrap();
+        std::fs::write(root.path(".well-known/acme-challenge/tok"), "tok\n").unwrap();
+        // The seed backends serve no HTTPS: TLS ends in front of them
+        // (443). io-uring and posix-aio redirect to their own listener.
+        let tls_port = free_port();
+        let tls_addr = format!("127.0.0.1:{tls_port}");
+        let (cert, key) = (tls_file("p256.pem"), tls_file("p256.key"));
+        let serves_tls = b == "io-uring" || b == "posix-aio";
+        let mut args = vec!["--redirect-https"];
+        if serves_tls {
+            args.extend([
+                "--tls-listen",
+                &tls_addr,
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &key,
+            ]);
+        }
+        let srv = Server::start(&b, &root.dir, &args);
+        let want_port = if serves_tls {
+            format!(":{tls_port}")
+        } else {
+            String::new()
+        };
+        // A plain request: 308 to the same host (without its port), the
+        // same target, query included.
+        let r = request(
+            &srv,
+            "GET /f1?a=1&b=%20 HTTP/1.1\r\nHost: example.org:8080\r\n\r\n",
+        );
+        assert_eq!(r.status, 308, "{b}: {}", r.status_line);
+        assert_eq!(
+            r.header("location"),
+            Some(format!("https://example.org{want_port}/f1?a=1&b=%20").as_str()),
+            "{b}"
+        );
+        let r = request(&srv, "HEAD /sub/ HTTP/1.1\r\nHost: [::1]:80\r\n\r\n");
+        assert_eq!(r.status, 308, "{b}: {}", r.status_line);
+        assert_eq!(
+            r.header("location"),
+            Some(format!("https://[::1]{want_port}/sub/").as_str())
+        );
+        // ACME's HTTP-01 challenge stays on plain HTTP, however spelled.
+        for t in [
+            "/.well-known/acme-challenge/tok",
+            "/.well-known/%61cme-challenge/tok",
+            "//.well-known/acme-challenge/tok",
+        ] {
+            let r = request(
+                &srv,
+                &format!("GET {t} HTTP/1.1\r\nHost: example.org\r\n\r\n"),
+            );
+            assert_eq!(r.status, 200, "{b} {t}: {}", r.status_line);
+        }
+        // No redirect to a host that is not a host: 400 answers first, or
+        // the file is served.
+        let r = request(&srv, "GET /f1 HTTP/1.1\r\nHost: a/b\r\n\r\n");
+        assert_ne!(r.status, 308, "{b}: {}", r.status_line);
+        assert!(r.header("location").is_none(), "{b}");
+        // Over HTTPS (and HTTP/2 over TLS on io-uring): served.
+        if serves_tls {
+            let out = Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+                .arg(tls_file("ca.pem"))
+                .arg("--resolve")
+                .arg(format!("localhost:{tls_port}:127.0.0.1"))
+                .arg(format!("https://localhost:{tls_port}/f1"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "200",
+                "{b} over HTTPS"
+            );
+        }
+        if b == "io-uring" {
+            // h2c is plain: redirected too.
+            let out = Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code} %{redirect_url}",
+                ])
+                .arg("--http2-prior-knowledge")
+                .arg(srv.url("/f1"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("308 https://127.0.0.1{want_port}/f1")
+            );
+        }
+    }
+}

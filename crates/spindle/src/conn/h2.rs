@@ -103,11 +103,14 @@ pub struct H2Link {
     unfed: Vec<u8>,
     /// The client, for each stream's session.
     client: Option<SocketAddr>,
+    /// The connection is over TLS: so is each stream.
+    tls: bool,
 }
 
 impl H2Link {
-    pub fn new(settings: H2Settings, client: Option<SocketAddr>) -> H2Link {
+    pub fn new(settings: H2Settings, client: Option<SocketAddr>, tls: bool) -> H2Link {
         H2Link {
+            tls,
             conn: H2Conn::new(settings),
             streams: HashMap::new(),
             ending: VecDeque::new(),
@@ -116,9 +119,14 @@ impl H2Link {
         }
     }
 
-    /// A stream's session, as the connection's client.
+    /// A stream's session, as the connection's client, over TLS if the
+    /// connection is.
     pub fn session(&self) -> Session {
-        Session::for_stream(self.client)
+        let mut s = Session::for_stream(self.client);
+        if self.tls {
+            s.set_tls();
+        }
+        s
     }
 
     /// Stream slots serving now.

@@ -170,13 +170,17 @@ impl Serving {
     pub fn admit(&mut self, i: usize, fd: RawFd, now: Instant) -> Option<Admitted> {
         let ctx = &self.ctx;
         let proxied = ctx.proxied.contains(&i);
-        let (session, per_ip) = if proxied {
+        let (mut session, per_ip) = if proxied {
             (proxied_session(&ctx.cfg, fd)?, None)
         } else {
             plain_session(ctx, fd)
         };
+        let https = i >= self.tls.from;
+        if https {
+            session.set_tls();
+        }
         let life = Life::new(session, per_ip, ctx, proxied, fd, now);
-        let tls = if i >= self.tls.from {
+        let tls = if https {
             let copy = self.tls.copy.as_mut().expect("HTTPS listener without TLS");
             if let Some(shared) = &self.tls.shared {
                 shared.refresh(copy);

@@ -98,13 +98,14 @@ impl Worker {
         let by_address = self.serve.ctx.session_cfg.rules.by_address();
         let c = self.conns.live_at(slot);
         debug_assert!(matches!(c.proto, Proto::Http1));
+        let tls = c.tls.is_some();
         let client = c
             .life
             .session
             .client()
             .or_else(|| by_address.then(|| crate::net::peer_addr(c.fd)).flatten());
         c.proto = Proto::H2(Box::new(H2Io {
-            link: H2Link::new(H2Settings::default(), client),
+            link: H2Link::new(H2Settings::default(), client, tls),
             out: Vec::new(),
             out_sent: 0,
             sending: false,
