@@ -227,7 +227,7 @@ pub struct Cli {
     /// Answer every request on a plain listener with 308 to the same host and path over HTTPS (the first --tls-listen's port), except ACME's /.well-known/acme-challenge/
     #[arg(long)]
     pub redirect_https: bool,
-    /// Serve HTTP/1.1 only: no ALPN `h2` on HTTPS listeners, and a plain connection opening with the HTTP/2 preface is not taken as HTTP/2 (io-uring serves HTTP/2; other backends only HTTP/1.1)
+    /// Serve HTTP/1.1 only: no ALPN `h2` on HTTPS listeners, and a plain connection opening with the HTTP/2 preface is not taken as HTTP/2 (io-uring and posix-aio serve HTTP/2; the sendfile backends only HTTP/1.1)
     #[arg(long)]
     pub no_http2: bool,
     /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
@@ -312,7 +312,7 @@ pub struct Config {
     /// place mid-response can never reach bytes already queued.
     pub sendfile: bool,
     /// HTTP/2: ALPN `h2` on HTTPS listeners and prior knowledge (h2c) on
-    /// plain ones, where the backend serves it (io-uring).
+    /// plain ones, where the backend serves it (io-uring, posix-aio).
     pub http2: bool,
     /// `--redirect-https`: plain listeners redirect to HTTPS.
     pub redirect_https: bool,
@@ -535,9 +535,10 @@ impl Config {
         Ok(())
     }
 
-    /// Whether HTTP/2 is served: on (`http2`) and a backend that serves it.
+    /// Whether HTTP/2 is served: on (`http2`) and a backend that serves it
+    /// (the ones with a buffer path: stream bodies are framed from memory).
     pub fn serves_http2(&self) -> bool {
-        self.http2 && self.backend == BackendKind::IoUring
+        self.http2 && matches!(self.backend, BackendKind::IoUring | BackendKind::PosixAio)
     }
 
     /// Connections one worker may hold.

@@ -355,7 +355,7 @@ fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
     );
     if cfg.http2 && !cfg.serves_http2() {
         crate::info!(
-            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by io-uring)",
+            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by io-uring and posix-aio)",
             cfg.backend.name()
         );
     }

@@ -39,6 +39,14 @@ fn chromium_loads_a_page_of_100_images_over_h2() {
         test_skip::skip_or_fail("no chromium (Debian chromium)");
         return;
     };
+    // The backends that serve HTTP/2.
+    for b in ["io-uring", "posix-aio"] {
+        eprintln!("backend {b}");
+        load_page(browser, b);
+    }
+}
+
+fn load_page(browser: &str, backend: &str) {
     let root = DocRoot::new(false);
     std::fs::create_dir_all(root.path("img")).unwrap();
     let mut page = String::from("<!doctype html><html><head><title>h2</title></head><body>\n");
@@ -57,7 +65,7 @@ fn chromium_loads_a_page_of_100_images_over_h2() {
     );
     std::fs::write(root.path("page.html"), page).unwrap();
     let srv = Server::start(
-        "io-uring",
+        backend,
         &root.dir,
         &[
             "--workers",

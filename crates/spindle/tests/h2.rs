@@ -1,4 +1,4 @@
-//! HTTP/2 served by the io-uring backend, with real clients: curl (its
+//! HTTP/2 served by the io-uring and posix-aio backends, with real clients: curl (its
 //! nghttp2) by prior knowledge on the plain listener (h2c) and by ALPN on
 //! the HTTPS one, nghttp for many streams on one connection, h2load for
 //! a load of multiplexed requests. Each checks the bytes, the status and
@@ -30,8 +30,12 @@ fn have(tool: &str) -> bool {
     ok
 }
 
-/// spindle on io-uring with a plain and an HTTPS listener; the HTTPS port.
-fn start(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
+/// The backends that serve HTTP/2: io-uring, and posix-aio (the epoll
+/// loop's backend with a buffer path).
+const H2_BACKENDS: [&str; 2] = ["io-uring", "posix-aio"];
+
+/// spindle on `backend` with a plain and an HTTPS listener; the HTTPS port.
+fn start(backend: &str, root: &DocRoot, extra: &[&str]) -> (Server, u16) {
     let mut args = vec![
         "--workers",
         "1",
@@ -43,7 +47,7 @@ fn start(root: &DocRoot, extra: &[&str]) -> (Server, u16) {
         tls_data("p256.key").to_str().unwrap().to_string().leak(),
     ];
     args.extend_from_slice(extra);
-    let srv = Server::start("io-uring", &root.dir, &args);
+    let srv = Server::start(backend, &root.dir, &args);
     let err = srv.stderr();
     let line = err.lines().find(|l| l.contains("]: serving ")).unwrap();
     let port = line
@@ -88,8 +92,15 @@ fn curl(port: Option<u16>, args: &[&str]) -> (String, Vec<u8>) {
 
 #[test]
 fn files_of_every_size_over_h2c_and_h2_byte_for_byte() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        files_of_every_size_over_h2c_and_h2_byte_for_byte_on(b);
+    }
+}
+
+fn files_of_every_size_over_h2c_and_h2_byte_for_byte_on(backend: &str) {
     let root = DocRoot::new(true);
-    let (srv, port) = start(&root, &[]);
+    let (srv, port) = start(backend, &root, &[]);
     let mut names: Vec<String> = SIZES.iter().map(|s| format!("f{s}")).collect();
     names.push("big".into());
     for name in &names {
@@ -126,9 +137,16 @@ fn files_of_every_size_over_h2c_and_h2_byte_for_byte() {
 
 #[test]
 fn every_feature_of_a_request_holds_on_a_stream() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        every_feature_of_a_request_holds_on_a_stream_on(b);
+    }
+}
+
+fn every_feature_of_a_request_holds_on_a_stream_on(backend: &str) {
     let root = DocRoot::new(false);
     let log = root.dir.with_extension("access.log");
-    let (srv, port) = start(&root, &["--access-log", log.to_str().unwrap()]);
+    let (srv, port) = start(backend, &root, &["--access-log", log.to_str().unwrap()]);
     for tls in [false, true] {
         let (p, base) = if tls {
             (Some(port), format!("https://localhost:{port}"))
@@ -210,11 +228,18 @@ fn every_feature_of_a_request_holds_on_a_stream() {
 
 #[test]
 fn many_streams_share_one_connection() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        many_streams_share_one_connection_on(b);
+    }
+}
+
+fn many_streams_share_one_connection_on(backend: &str) {
     if !have("nghttp") {
         return;
     }
     let root = DocRoot::new(false);
-    let (srv, port) = start(&root, &[]);
+    let (srv, port) = start(backend, &root, &[]);
     // 60 requests on one connection, all in flight at once (the
     // client's own limit is the server's 128 streams).
     let mut urls: Vec<String> = Vec::new();
@@ -256,11 +281,18 @@ fn many_streams_share_one_connection() {
 
 #[test]
 fn h2load_gets_every_multiplexed_request_answered() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        h2load_gets_every_multiplexed_request_answered_on(b);
+    }
+}
+
+fn h2load_gets_every_multiplexed_request_answered_on(backend: &str) {
     if !have("h2load") {
         return;
     }
     let root = DocRoot::new(false);
-    let (srv, port) = start(&root, &[]);
+    let (srv, port) = start(backend, &root, &[]);
     for url in [
         srv.url("/f4096"),
         format!("https://127.0.0.1:{port}/f102400"),
@@ -280,11 +312,18 @@ fn h2load_gets_every_multiplexed_request_answered() {
 
 #[test]
 fn a_small_file_is_not_stuck_behind_a_download_on_the_same_connection() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        a_small_file_is_not_stuck_behind_a_download_on_the_same_connection_on(b);
+    }
+}
+
+fn a_small_file_is_not_stuck_behind_a_download_on_the_same_connection_on(backend: &str) {
     if !have("nghttp") {
         return;
     }
     let root = DocRoot::new(true);
-    let (srv, _port) = start(&root, &[]);
+    let (srv, _port) = start(backend, &root, &[]);
     // The 64 MiB file first, then the small one on the same connection:
     // nghttp prints each stream's completion time; the small one ends first.
     let out = Command::new("nghttp")
@@ -312,8 +351,15 @@ fn a_small_file_is_not_stuck_behind_a_download_on_the_same_connection() {
 
 #[test]
 fn no_http2_serves_http_1_1_only() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        no_http2_serves_http_1_1_only_on(b);
+    }
+}
+
+fn no_http2_serves_http_1_1_only_on(backend: &str) {
     let root = DocRoot::new(false);
-    let (srv, port) = start(&root, &["--no-http2"]);
+    let (srv, port) = start(backend, &root, &["--no-http2"]);
     let (meta, _) = curl(
         Some(port),
         &["--http2", &format!("https://localhost:{port}/f1")],
@@ -336,10 +382,10 @@ fn no_http2_serves_http_1_1_only() {
 #[test]
 fn other_backends_say_they_serve_http_1_1_only() {
     let root = DocRoot::new(false);
-    let srv = Server::start("posix-aio", &root.dir, &[]);
+    let srv = Server::start("linux-sendfile", &root.dir, &[]);
     assert!(
         srv.stderr()
-            .contains("HTTP/2: backend posix-aio serves HTTP/1.1 only"),
+            .contains("HTTP/2: backend linux-sendfile serves HTTP/1.1 only"),
         "{}",
         srv.stderr()
     );
@@ -347,8 +393,15 @@ fn other_backends_say_they_serve_http_1_1_only() {
 
 #[test]
 fn a_bad_preface_gets_goaway_and_a_close() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        a_bad_preface_gets_goaway_and_a_close_on(b);
+    }
+}
+
+fn a_bad_preface_gets_goaway_and_a_close_on(backend: &str) {
     let root = DocRoot::new(false);
-    let (srv, _) = start(&root, &[]);
+    let (srv, _) = start(backend, &root, &[]);
     let mut s = srv.connect();
     s.write_all(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -373,8 +426,15 @@ fn a_bad_preface_gets_goaway_and_a_close() {
 
 #[test]
 fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        a_client_that_stops_reading_is_dropped_after_the_send_timeout_on(b);
+    }
+}
+
+fn a_client_that_stops_reading_is_dropped_after_the_send_timeout_on(backend: &str) {
     let root = DocRoot::new(true);
-    let (srv, _) = start(&root, &["--send-timeout", "1"]);
+    let (srv, _) = start(backend, &root, &["--send-timeout", "1"]);
     let pid = srv.child.id();
     let idle = sockets(pid);
     // curl at 1 byte/s reads almost nothing of the 64 MiB body: the
@@ -404,8 +464,15 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
 
 #[test]
 fn the_drain_sends_goaway_and_finishes_the_streams_in_flight() {
+    for b in H2_BACKENDS {
+        eprintln!("backend {b}");
+        the_drain_sends_goaway_and_finishes_the_streams_in_flight_on(b);
+    }
+}
+
+fn the_drain_sends_goaway_and_finishes_the_streams_in_flight_on(backend: &str) {
     let root = DocRoot::new(true);
-    let (mut srv, port) = start(&root, &[]);
+    let (mut srv, port) = start(backend, &root, &[]);
     let out = root.dir.with_extension("h2-drain.out");
     let out_tls = root.dir.with_extension("h2-drain-tls.out");
     // Two downloads of 64 MiB at 16 MB/s, about 4 s each: over h2c and

@@ -161,9 +161,17 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn hostile_clients_get_goaway_or_a_reset_and_others_notice_nothing() {
+    // The backends that serve HTTP/2.
+    for b in ["io-uring", "posix-aio"] {
+        eprintln!("backend {b}");
+        hostile_on(b);
+    }
+}
+
+fn hostile_on(backend: &str) {
     let root = DocRoot::new(true);
     let srv = Server::start(
-        "io-uring",
+        backend,
         &root.dir,
         &["--workers", "1", "--send-timeout", "2"],
     );

@@ -30,6 +30,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use spindle_core::exchange::{self, StreamRequest};
 use spindle_core::h2::{ErrorCode, Event, H2Conn, H2Settings, Request};
@@ -48,6 +49,57 @@ pub const MAX_STREAM_HEAD: usize = 64 * 1024;
 /// Received bytes a connection holds that `H2Conn::feed` has not taken
 /// yet; beyond this the loop stops receiving until they are taken.
 pub const MAX_UNFED: usize = 64 * 1024;
+
+/// What a slot's socket speaks, or which HTTP/2 stream the slot serves;
+/// `C` is the loop's own state of an HTTP/2 connection (its link and the
+/// frames on their way to the socket).
+pub enum Proto<C> {
+    Http1,
+    H2(Box<C>),
+    /// A stream of the HTTP/2 connection `parent`; `ended`: its response
+    /// is over and END_STREAM is queued.
+    Stream {
+        parent: Ticket,
+        id: u32,
+        ended: bool,
+    },
+}
+
+impl<C> Proto<C> {
+    pub fn is_stream(&self) -> bool {
+        matches!(self, Proto::Stream { .. })
+    }
+
+    pub fn is_h2(&self) -> bool {
+        matches!(self, Proto::H2(_))
+    }
+}
+
+/// How much of the preface identifies a client speaking HTTP/2: its
+/// request line, `PRI * HTTP/2.0\r\n`. What follows is `H2Conn`'s to
+/// check (a wrong rest is GOAWAY(PROTOCOL_ERROR)).
+const PREFACE_LINE: usize = 16;
+
+/// Whether the first bytes of a plain connection open HTTP/2's preface
+/// (at least `PRI `, a method no HTTP/1.1 client of a file server sends).
+pub fn is_preface(data: &[u8]) -> bool {
+    let n = data.len().min(PREFACE_LINE);
+    n >= 4 && data[..n] == spindle_core::h2::conn::PREFACE[..n]
+}
+
+/// An HTTP/2 connection's timeout from its last progress: `--send-timeout`
+/// while its frames wait for the socket (the client reads nothing);
+/// twice that while it has streams, which time out on their own first
+/// (so that their RST_STREAM goes out); `--keepalive-timeout` when idle.
+pub fn timeout(cfg: &crate::config::Config, socket_busy: bool, streams: usize) -> Duration {
+    if socket_busy {
+        cfg.send_timeout
+    } else if streams > 0 {
+        2 * cfg.send_timeout
+    } else {
+        cfg.keepalive_timeout
+    }
+}
 
 /// What became of a stream slot's plaintext.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +189,13 @@ impl H2Link {
     /// The slots of every stream (to abort them when the connection goes).
     pub fn slots(&self) -> Vec<Ticket> {
         self.streams.values().map(|s| s.slot).collect()
+    }
+
+    /// The stream holds bytes taken with [`Wrote::Later`]: a loop that
+    /// writes synchronously (epoll) stops writing it until `fill` reports
+    /// them framed.
+    pub fn stream_owes(&self, stream_id: u32) -> bool {
+        self.streams.get(&stream_id).is_some_and(|s| s.owed > 0)
     }
 
     /// Whether received bytes wait for `feed` beyond [`MAX_UNFED`].

@@ -98,6 +98,7 @@ impl<M: Mover> Worker<M> {
             st: M::State::default(),
             waiting: false,
             tls,
+            proto: super::h2::Proto::Http1,
         });
         let c = self.conns.get(who).expect("just inserted");
         let bits = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
@@ -111,7 +112,7 @@ impl<M: Mover> Worker<M> {
         }
         let m = &self.serve.ctx.metrics;
         m.accepted.inc();
-        m.open.set(self.conns.live() as u64);
+        m.open.set((self.conns.live() - self.streams) as u64);
         if self.conns.full() {
             // can_accept() stops accepting until a connection closes.
             m.pause(Pause::MaxConnections);
@@ -124,8 +125,10 @@ impl<M: Mover> Worker<M> {
     /// (bytes or EOF); false when there was nothing to read or the
     /// connection was dropped (then it is gone: check before using it).
     pub(super) fn recv_once(&mut self, who: Ticket) -> Recv {
+        let http2 = self.serve.ctx.cfg.serves_http2();
         let c = self.conns.get(who).expect("live connection");
-        if !c.can_read || c.life.peer_eof {
+        if !c.can_read || c.life.peer_eof || c.proto.is_stream() {
+            // A stream slot's descriptor is its connection's: never read.
             return Recv::Nothing;
         }
         // SAFETY: receives at most rbuf.len() bytes into the worker's
@@ -143,9 +146,24 @@ impl<M: Mover> Worker<M> {
             if c.life.phase == Phase::Lingering {
                 c.life.lingered += n;
             } else if let Some(tls) = c.tls.as_mut() {
-                let session = &mut c.life.session;
                 let fd = c.fd.as_raw_fd();
-                match tls.received(fd, &self.rbuf[..n], |p| session.feed(p)) {
+                let mut plain = Vec::new();
+                let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
+                if http2 && tls.alpn_h2() && !c.proto.is_h2() {
+                    self.h2_begin(who);
+                }
+                let c = self.conn(who);
+                if c.proto.is_h2() {
+                    if !plain.is_empty() {
+                        self.h2_received(who, &plain);
+                    }
+                } else {
+                    c.life.session.feed(&plain);
+                }
+                let Some(c) = self.live_conn(who) else {
+                    return Recv::Gone;
+                };
+                match got {
                     Received::Ok => {}
                     Received::Closed => {
                         c.life.peer_eof = true;
@@ -159,6 +177,22 @@ impl<M: Mover> Worker<M> {
                     }
                 }
                 self.serve.files.batch();
+            } else if c.proto.is_h2()
+                || (http2
+                    && c.life.session.served() == 0
+                    && !c.life.session.mid_request()
+                    && crate::conn::h2::is_preface(&self.rbuf[..n]))
+            {
+                // HTTP/2: a connection that is, or one whose first bytes
+                // are the preface (prior knowledge, h2c).
+                if !c.proto.is_h2() {
+                    self.h2_begin(who);
+                }
+                let data = self.rbuf[..n].to_vec();
+                self.h2_received(who, &data);
+                if self.live_conn(who).is_none() {
+                    return Recv::Gone;
+                }
             } else {
                 c.life.session.feed(&self.rbuf[..n]);
                 // This loop also reads outside epoll_wait (right after a
@@ -272,13 +306,23 @@ impl<M: Mover> Worker<M> {
     /// flight is freed when it completes), closes the socket (which also
     /// removes it from the epoll set) and the file.
     pub(super) fn close(&mut self, who: Ticket) {
+        if self.conns.get(who).is_none() {
+            return;
+        }
+        // A stream slot tells its connection; a connection closes its
+        // stream slots first.
+        self.h2_closing(who);
         let Some(c) = self.conns.get(who) else {
             return;
         };
         self.mover.release(&mut c.st);
         c.life.gone(&self.serve.ctx);
         self.conns.remove(who.slot);
-        self.serve.ctx.metrics.open.set(self.conns.live() as u64);
+        self.serve
+            .ctx
+            .metrics
+            .open
+            .set((self.conns.live() - self.streams) as u64);
     }
 
     // ----- timers and shutdown ------------------------------------------
@@ -302,6 +346,7 @@ impl<M: Mover> Worker<M> {
         }
         self.accept_backoff.expire(now);
         for (who, _, _) in self.serve.sweep(&self.conns, now, |c| (&c.life, true)) {
+            // (A stream slot may have gone with its connection.)
             self.close(who);
         }
     }
@@ -328,6 +373,7 @@ impl<M: Mover> Worker<M> {
         for who in self.serve.start_drain(&self.conns, self.now, |c| &c.life) {
             self.close(who);
         }
+        self.h2_drain();
     }
 }
 

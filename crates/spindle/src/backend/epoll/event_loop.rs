@@ -72,6 +72,7 @@ impl<M: Mover> Worker<M> {
             ready: VecDeque::new(),
             done: Vec::new(),
             rbuf: vec![0u8; RECV_BUF_SIZE].into_boxed_slice(),
+            streams: 0,
             now,
             next_tick: now + TICK,
         })
@@ -179,6 +180,9 @@ impl<M: Mover> Worker<M> {
     /// Does what a connection can do now.
     pub(super) fn service(&mut self, who: Ticket) {
         let c = self.conn(who);
+        if c.proto.is_h2() {
+            return self.h2_service(who);
+        }
         if c.can_write && c.tls.as_ref().is_some_and(|t| t.pending()) {
             // TLS records waiting for socket space go first.
             let fd = c.fd.as_raw_fd();

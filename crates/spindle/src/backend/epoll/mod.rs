@@ -44,6 +44,7 @@ use crate::conn::{Life, Serving, Slots, Ticket, WorkerContext};
 mod conn;
 mod datapath;
 mod event_loop;
+mod h2;
 mod mover;
 mod respond;
 mod tls;
@@ -87,6 +88,9 @@ struct Conn<S> {
     waiting: bool,
     /// HTTPS: the connection's TLS session (`tls.rs`).
     tls: Option<Box<EpollTls>>,
+    /// The protocol on the socket, or the HTTP/2 stream this slot serves
+    /// (`h2.rs`).
+    proto: h2::Proto,
 }
 
 struct Worker<M: Mover> {
@@ -103,6 +107,8 @@ struct Worker<M: Mover> {
     ready: VecDeque<Ticket>,
     done: Vec<(Ticket, Completion<M::Chunk>)>,
     rbuf: Box<[u8]>,
+    /// Slots that serve an HTTP/2 stream, not a connection.
+    streams: usize,
     now: Instant,
     next_tick: Instant,
 }

@@ -17,9 +17,21 @@ impl<M: Mover> Worker<M> {
         let mut budget = READ_TURN_BYTES;
         loop {
             let c = self.conns.get(who).expect("live connection");
+            if c.proto.is_h2() {
+                // The bytes just received made it HTTP/2 (the preface, or
+                // ALPN at the end of the handshake).
+                return self.h2_service(who);
+            }
+            let stream = c.proto.is_stream();
             let tls = c.tls.as_ref().map(|t| t.handshaking());
             let (ctx, draining) = (&self.serve.ctx, self.serve.draining);
-            match c.life.next(ctx, self.now, draining, tls) {
+            let next = c.life.next(ctx, self.now, draining, tls);
+            if stream && matches!(next, Next::Receive | Next::Close { .. }) {
+                // A stream's session had its whole request; after its
+                // response it is over.
+                return self.close(who);
+            }
+            match next {
                 Next::Receive => {
                     if !self.recv_in_turn(who, &mut budget) {
                         return;
@@ -109,11 +121,40 @@ impl<M: Mover> Worker<M> {
     }
 
     pub(super) fn pump(&mut self, who: Ticket) {
-        let now = self.now;
         let c = self.conns.get(who).expect("live connection");
         if c.life.phase != Phase::Sending || c.waiting || !c.can_write {
             return;
         }
+        if let super::h2::Proto::Stream { parent, .. } = c.proto {
+            // An HTTP/2 stream: the mover writes into the connection's
+            // link, taken out of its slot meanwhile; then the connection
+            // writes what it framed.
+            let p = self
+                .with_parent_link(who, |w, link, id| w.pump_into(who, Some((link, id))))
+                .flatten();
+            match p {
+                Some(p) => self.pumped(who, p),
+                None => self.close(who),
+            }
+            if self.live_conn(parent).is_some() {
+                self.h2_flush(parent);
+            }
+            return;
+        }
+        if let Some(p) = self.pump_into(who, None) {
+            self.pumped(who, p);
+        }
+    }
+
+    /// One mover pump of `who`'s response into its socket (or, `h2`, its
+    /// stream's link). `None`: throttled, nothing to do this turn.
+    fn pump_into(
+        &mut self,
+        who: Ticket,
+        h2: Option<(&mut crate::conn::h2::H2Link, u32)>,
+    ) -> Option<Progress> {
+        let now = self.now;
+        let c = self.conns.get(who).expect("live connection");
         let tx = c.tx.as_mut().expect("response in progress");
         if let Some(limit) = tx.rate {
             // --limit-rate: a response that has used its allowance waits
@@ -123,13 +164,14 @@ impl<M: Mover> Worker<M> {
                 if !std::mem::replace(&mut tx.throttled, true) {
                     self.serve.throttled.push(who);
                 }
-                return;
+                return None;
             }
         }
         let before = tx.progress();
         let mut sock = super::Sock {
             fd: c.fd.as_raw_fd(),
             tls: c.tls.as_deref_mut(),
+            h2,
         };
         let mut p = self.mover.pump(who, &mut sock, tx, &mut c.st);
         if tx.progress() != before {
@@ -146,6 +188,12 @@ impl<M: Mover> Worker<M> {
                 }
             }
         }
+        Some(p)
+    }
+
+    /// What the loop does after a pump.
+    fn pumped(&mut self, who: Ticket, p: Progress) {
+        let c = self.conns.get(who).expect("live connection");
         match p {
             Progress::Done => self.finish_tx(who),
             Progress::SocketFull => c.can_write = false,
@@ -197,6 +245,8 @@ impl<M: Mover> Worker<M> {
         let fd = c.fd.as_raw_fd();
         self.serve
             .finished(&mut c.life, fd, &tx.resp, tx.outcome, self.now);
+        // An HTTP/2 stream: END_STREAM after its last bytes.
+        self.h2_stream_done(who);
         // The next request is served on the connection's next turn.
         self.enqueue(who);
     }

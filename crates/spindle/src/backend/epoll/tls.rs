@@ -51,6 +51,11 @@ impl EpollTls {
         self.conn.is_handshaking()
     }
 
+    /// ALPN chose HTTP/2.
+    pub fn alpn_h2(&self) -> bool {
+        self.conn.alpn_protocol() == Some(b"h2")
+    }
+
     /// Records wait to be written.
     pub fn pending(&self) -> bool {
         self.out_sent < self.out.len() || self.conn.wants_write()
@@ -121,16 +126,31 @@ impl EpollTls {
     }
 }
 
-/// The socket a mover writes a response to: plain, or through the
-/// connection's TLS session.
+/// The socket a mover writes a response to: plain, through the
+/// connection's TLS session, or (an HTTP/2 stream) into its connection's
+/// link, which frames it.
 pub struct Sock<'a> {
     pub fd: RawFd,
     pub tls: Option<&'a mut EpollTls>,
+    pub h2: Option<(&'a mut crate::conn::h2::H2Link, u32)>,
 }
 
 impl Sock<'_> {
-    /// One send of `a ++ b`, as [`send_two`]; over TLS, encrypted first.
+    /// One send of `a ++ b`, as [`send_two`]; over TLS, encrypted first;
+    /// on a stream, taken whole unless the stream's earlier bytes still
+    /// wait to be framed (then `Full`, until `fill` reports them).
     pub fn send_two(&mut self, a: &[u8], b: &[u8], more: bool) -> Result<usize, Stop> {
+        if let Some((link, id)) = self.h2.as_mut() {
+            if link.stream_owes(*id) {
+                return Err(Stop::Full);
+            }
+            for part in [a, b] {
+                if !part.is_empty() && link.write(*id, part) == crate::conn::h2::Wrote::Gone {
+                    return Err(Stop::Fail);
+                }
+            }
+            return Ok(a.len() + b.len());
+        }
         match self.tls.as_deref_mut() {
             Some(t) => t.send_two(self.fd, a, b),
             None => send_two(self.fd, a, b, more),
@@ -139,6 +159,6 @@ impl Sock<'_> {
 
     /// Whether file bytes may go by `sendfile` from the page cache.
     pub fn zero_copy(&self) -> bool {
-        self.tls.is_none()
+        self.tls.is_none() && self.h2.is_none()
     }
 }

@@ -163,7 +163,7 @@ impl Worker {
                     || (self.serve.ctx.cfg.serves_http2()
                         && c.life.session.served() == 0
                         && !c.life.session.mid_request()
-                        && super::h2::is_preface(data)) =>
+                        && crate::conn::h2::is_preface(data)) =>
                 {
                     // HTTP/2: a connection that is, or one whose first
                     // bytes are the preface (prior knowledge, h2c).

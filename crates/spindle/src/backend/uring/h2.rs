@@ -26,40 +26,19 @@
 use std::time::Instant;
 
 use io_uring::{opcode, types};
-use spindle_core::h2::conn::PREFACE;
 use spindle_core::h2::H2Settings;
 
 use super::ring::Op;
 use super::{Conn, Worker};
 use crate::conn::h2::{H2Link, Todo, Wrote};
-use crate::conn::{Life, Phase, Ticket};
+use crate::conn::{Life, Phase};
 
 /// The frame buffer an HTTP/2 connection keeps while it has no stream
 /// (it grows to a batch, `conn::h2::FILL_BATCH`, while streams send).
 const IDLE_OUT_CAPACITY: usize = 4096;
 
-/// What a slot's socket speaks, or which HTTP/2 stream the slot serves.
-pub(super) enum Proto {
-    Http1,
-    H2(Box<H2Io>),
-    /// A stream of the HTTP/2 connection `parent`; `ended`: its response
-    /// is over and END_STREAM is queued.
-    Stream {
-        parent: Ticket,
-        id: u32,
-        ended: bool,
-    },
-}
-
-impl Proto {
-    pub(super) fn is_stream(&self) -> bool {
-        matches!(self, Proto::Stream { .. })
-    }
-
-    pub(super) fn is_h2(&self) -> bool {
-        matches!(self, Proto::H2(_))
-    }
-}
+/// What a slot's socket speaks, or which HTTP/2 stream it serves.
+pub(super) type Proto = crate::conn::h2::Proto<H2Io>;
 
 /// An HTTP/2 connection's protocol and its outgoing frames.
 pub(super) struct H2Io {
@@ -77,18 +56,6 @@ pub(super) struct H2Io {
     closing: bool,
     /// The clock of `H2Conn`'s flood budgets starts here.
     born: Instant,
-}
-
-/// How much of the preface identifies a client speaking HTTP/2: its
-/// request line, `PRI * HTTP/2.0\r\n`. What follows it is checked by
-/// `H2Conn` (a wrong rest is GOAWAY(PROTOCOL_ERROR)).
-const PREFACE_LINE: usize = 16;
-
-/// Whether the first bytes of a plain connection open HTTP/2's preface
-/// (at least `PRI `, a method no HTTP/1.1 client of a file server sends).
-pub(super) fn is_preface(data: &[u8]) -> bool {
-    let n = data.len().min(PREFACE_LINE);
-    n >= 4 && data[..n] == PREFACE[..n]
 }
 
 impl Worker {
@@ -117,9 +84,9 @@ impl Worker {
     }
 
     /// The connection made progress (bytes in or out, a stream began or
-    /// ended): its deadline is `--send-timeout` from now while it has
-    /// streams or frames in flight, else `--keepalive-timeout`. A client
-    /// that stops reading is dropped on the first, as over HTTP/1.1.
+    /// ended): its deadline moves (see below), and it counts as idle
+    /// while it has no stream. A client that stops reading is dropped
+    /// after `--send-timeout`, as over HTTP/1.1.
     pub(super) fn h2_touch(&mut self, slot: u32) {
         let cfg = &self.serve.ctx.cfg;
         let c = self.conns.live_at(slot);
@@ -127,15 +94,11 @@ impl Worker {
         let Proto::H2(io) = &c.proto else {
             return;
         };
-        let busy = io.link.streams() > 0 || io.sending || tls_busy || io.link.has_output();
+        let socket_busy = io.sending || tls_busy;
         let idle = io.link.streams() == 0 && !io.closing;
         c.life.set_idle(&self.serve.ctx, idle);
-        c.life.deadline = self.now
-            + if busy {
-                cfg.send_timeout
-            } else {
-                cfg.keepalive_timeout
-            };
+        let streams = io.link.streams() + usize::from(io.link.has_output());
+        c.life.deadline = self.now + crate::conn::h2::timeout(cfg, socket_busy, streams);
     }
 
     /// Bytes (plaintext) received on an HTTP/2 connection.
@@ -173,6 +136,15 @@ impl Worker {
 
     fn h2_todo(&mut self, slot: u32, todo: Vec<Todo>) {
         for t in todo {
+            // A todo before this one may have closed the connection (a
+            // stream's failure flushed its GOAWAY): no new stream then,
+            // since its slots were aborted already.
+            if matches!(
+                self.conns.live_at(slot).life.phase,
+                Phase::Closing | Phase::Lingering
+            ) {
+                return;
+            }
             match t {
                 Todo::Serve { stream_id, head } => self.h2_serve(slot, stream_id, head),
                 Todo::Abort(who) => {
