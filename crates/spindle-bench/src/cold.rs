@@ -97,6 +97,12 @@ pub struct ColdArgs {
     /// cold-tls.* (cold-emulated-tls.*).
     #[arg(long)]
     pub tls: bool,
+    /// HTTP/2 over HTTPS, with h2load (Debian nghttp2-client): one
+    /// connection of --parallel streams for --fetches requests;
+    /// servers that serve no HTTP/2 skipped (add `h2o` to --servers to
+    /// compare H2O). Reports go to cold-h2.*.
+    #[arg(long)]
+    pub h2: bool,
     /// Model of the emulated disk (with --disk emulated).
     #[command(flatten)]
     pub model: slowdisk::ModelArgs,
@@ -447,8 +453,14 @@ pub fn run(a: ColdArgs) -> Result<()> {
     data::validate_scale(scale)?;
     let cgroup_mem = a.cgroup_mem.as_deref().map(parse_bytes).transpose()?;
     let (mut servers, mut notes) = c.servers()?;
-    if a.tls {
+    let tls_run = a.tls || a.h2;
+    if tls_run {
         crate::tls::https_only(&mut servers, &mut notes)?;
+    }
+    if a.h2 {
+        crate::h2load::h2_only(&mut servers, &mut notes)?;
+    } else if servers.iter().any(|(s, _)| *s == Server::H2o) {
+        bail!("h2o is compared over HTTP/2 only: add --h2");
     }
     let set = data::ensure(&c.data, SetKind::Small, scale, true)?;
     let (fetches, seconds) = if c.quick {
@@ -487,7 +499,13 @@ pub fn run(a: ColdArgs) -> Result<()> {
         None => "none (--no-cgroup)".into(),
     });
     let work = common::workdir(&c.out, "cold")?;
-    let tls = if a.tls {
+    if a.h2 {
+        notes.push(format!(
+            "HTTP/2: h2load -c 1 -m {} (one connection: h2load's clients each walk the URL list from its start, so several would fetch the same files) over the URLs shuffled from a fresh seed per run; nginx `listen ... ssl http2`, lighttpd `server.h2proto`, H2O with its defaults; p50 and p99 are h2load's mean and max time per request",
+            a.parallel
+        ));
+    }
+    let tls = if tls_run {
         notes.push(format!("{}; sessions resumed", crate::tls::note()));
         Some(crate::tls::make(&work.join("tls"))?)
     } else {
@@ -529,6 +547,8 @@ pub fn run(a: ColdArgs) -> Result<()> {
         None => DiskProbe::Real(sys::block_device_of(&set.dir)),
     };
     let modes: Vec<bool> = match a.modes {
+        // HTTP/2 is a connection's streams: keep-alive only.
+        _ if a.h2 => vec![true],
         Modes::Both => vec![false, true],
         Modes::Close => vec![false],
         Modes::Keepalive => vec![true],
@@ -537,7 +557,9 @@ pub fn run(a: ColdArgs) -> Result<()> {
         Some(s) => End::Seconds(s),
         None => End::Fetches(fetches),
     };
-    let name = match (a.disk == Disk::Emulated, a.tls) {
+    let name = match (a.disk == Disk::Emulated, tls_run) {
+        (true, _) if a.h2 => "cold-emulated-h2",
+        (false, _) if a.h2 => "cold-h2",
         (true, false) => "cold-emulated",
         (false, false) => "cold",
         (true, true) => "cold-emulated-tls",
@@ -621,7 +643,9 @@ pub fn run(a: ColdArgs) -> Result<()> {
         }
         for (server, _) in common::rotated(&servers, round as usize) {
             for &keepalive in &modes {
-                let group = if keepalive {
+                let group = if a.h2 {
+                    "HTTP/2, h2load"
+                } else if keepalive {
                     "keep-alive"
                 } else {
                     "connection per fetch (http_load)"
@@ -641,6 +665,7 @@ pub fn run(a: ColdArgs) -> Result<()> {
                     &probe,
                     &work,
                     tls.as_ref(),
+                    a.h2.then_some((1, a.parallel)),
                 );
                 let line = match &sample {
                     Ok(m) => format!(
@@ -677,7 +702,7 @@ pub fn run(a: ColdArgs) -> Result<()> {
             .extra_md
             .insert(0, fio_markdown(&fio_res, set.file_size, &fio_target));
     }
-    if !report.smoke_test {
+    if !report.smoke_test && !a.h2 {
         report.extra_md.push(bars(&report, fio_best_mb(&fio_res)));
     }
     report.machine.finish();
@@ -703,14 +728,27 @@ fn one(
     probe: &DiskProbe,
     work: &Path,
     tls: Option<&crate::tls::TlsFiles>,
+    h2: Option<(u64, u64)>,
 ) -> Result<BTreeMap<String, f64>> {
     let mut setup = common::setup(root, workers);
     setup.cgroup_procs = cgroup.as_ref().map(|g| g.procs.clone());
     setup.spindle_flags = spindle_flags.to_vec();
     setup.tls = tls.cloned();
+    setup.http2 = h2.is_some();
     let mut running = Running::start(server, &setup)?;
     let urls = work.join("urls");
     let scheme = if tls.is_some() { "https" } else { "http" };
+    if let Some(cs) = h2 {
+        // h2load asks for the URLs in the file's order: shuffled, from a
+        // fresh seed each run.
+        let mut files = set.files.clone();
+        shuffle(&mut files);
+        common::write_urls_scheme(&urls, scheme, running.port, &files)?;
+        let r = cold_run_h2(&running, &urls, cs, end, probe, workers);
+        running.stop()?;
+        std::thread::sleep(Duration::from_millis(100));
+        return r;
+    }
     common::write_urls_scheme(&urls, scheme, running.port, &set.files)?;
     let load = Load {
         urls,
@@ -728,6 +766,57 @@ fn one(
     running.stop()?;
     std::thread::sleep(Duration::from_millis(100));
     r
+}
+
+/// Shuffles `v` from a seed taken from the clock (Fisher-Yates,
+/// xorshift64*).
+fn shuffle<T>(v: &mut [T]) {
+    let mut x = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let j = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// One cold run over HTTP/2: caches dropped, h2load, CPU and disk
+/// measured around it.
+fn cold_run_h2(
+    running: &Running,
+    urls: &Path,
+    cs: (u64, u64),
+    end: End,
+    probe: &DiskProbe,
+    workers: u32,
+) -> Result<BTreeMap<String, f64>> {
+    let extra = match end {
+        End::Fetches(n) => vec!["-n".to_string(), n.to_string()],
+        End::Seconds(s) => vec!["-D".to_string(), format!("{}", s.max(1.0).round() as u64)],
+    };
+    sys::drop_caches()?;
+    let cpu0 = sys::CpuTimes::read();
+    let s0 = running.cpu_seconds();
+    let d0 = probe.mark();
+    let t0 = std::time::Instant::now();
+    let text = crate::h2load::run(urls, cs, &extra, workers)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let d1 = probe.mark();
+    let s1 = running.cpu_seconds();
+    let cpu1 = sys::CpuTimes::read();
+    let mut m = crate::h2load::metrics(&text)?;
+    let [u, s, w, i] = cpu1.percent_since(&cpu0);
+    m.insert("cpu_user".into(), u);
+    m.insert("cpu_system".into(), s);
+    m.insert("cpu_iowait".into(), w);
+    m.insert("cpu_idle".into(), i);
+    m.insert("server_cpu_s".into(), s1 - s0);
+    probe.metrics(&d0, &d1, secs, &mut m);
+    Ok(m)
 }
 
 /// The bars, checked on this report's medians.

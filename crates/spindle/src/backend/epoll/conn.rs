@@ -85,21 +85,9 @@ impl<M: Mover> Worker<M> {
                 return;
             }
         };
-        let who = self.conns.insert(Conn {
-            fd,
-            life: a.life,
-            // The first event (EPOLL_CTL_ADD reports present readiness)
-            // says whether a request is already waiting.
-            can_read: false,
-            can_write: true,
-            queued: false,
-            open: None,
-            tx: None,
-            st: M::State::default(),
-            waiting: false,
-            tls,
-            proto: super::h2::Proto::Http1,
-        });
+        let who = self
+            .conns
+            .insert(Conn::new(fd, a.life, tls, super::h2::Proto::Http1));
         let c = self.conns.get(who).expect("just inserted");
         let bits = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
         if let Err(e) = epoll_add(self.epfd.as_raw_fd(), c.fd.as_raw_fd(), bits, who.token()) {

@@ -106,23 +106,12 @@ impl<M: Mover> Worker<M> {
         let mut session = h.link.session();
         session.feed(&head);
         let life = Life::new(session, None, &self.serve.ctx, false, fd.as_raw_fd(), now);
-        let slot = self.conns.insert(Conn {
-            fd,
-            life,
-            can_read: false,
-            can_write: true,
-            queued: false,
-            open: None,
-            tx: None,
-            st: M::State::default(),
-            waiting: false,
-            tls: None,
-            proto: Proto::Stream {
-                parent: who,
-                id: stream_id,
-                ended: false,
-            },
-        });
+        let proto = Proto::Stream {
+            parent: who,
+            id: stream_id,
+            ended: false,
+        };
+        let slot = self.conns.insert(Conn::new(fd, life, None, proto));
         self.streams += 1;
         let Proto::H2(h) = &mut self.conn(who).proto else {
             unreachable!()

@@ -93,6 +93,28 @@ struct Conn<S> {
     proto: h2::Proto,
 }
 
+impl<S: Default> Conn<S> {
+    /// A connection (or stream slot) about to be served. The first event
+    /// (EPOLL_CTL_ADD reports present readiness) says whether a request is
+    /// already waiting; until then it may write, and a stream slot's
+    /// writes go to its connection's link.
+    fn new(fd: OwnedFd, life: Life, tls: Option<Box<EpollTls>>, proto: h2::Proto) -> Conn<S> {
+        Conn {
+            fd,
+            life,
+            can_read: false,
+            can_write: true,
+            queued: false,
+            open: None,
+            tx: None,
+            st: S::default(),
+            waiting: false,
+            tls,
+            proto,
+        }
+    }
+}
+
 struct Worker<M: Mover> {
     serve: Serving,
     mover: M,
