@@ -221,16 +221,27 @@ pub fn cold_run(
     if drop {
         sys::drop_caches()?;
     }
+    measured(running, probe, || {
+        Ok(common::load_metrics(&common::run_load(load, work, "cold")?))
+    })
+}
+
+/// Runs `load` (which returns the load generator's metrics), with the
+/// machine's CPU, the server's CPU and the disk measured around it.
+fn measured(
+    running: &Running,
+    probe: &DiskProbe,
+    load: impl FnOnce() -> Result<BTreeMap<String, f64>>,
+) -> Result<BTreeMap<String, f64>> {
     let cpu0 = sys::CpuTimes::read();
     let s0 = running.cpu_seconds();
     let d0 = probe.mark();
     let t0 = std::time::Instant::now();
-    let v = common::run_load(load, work, "cold")?;
+    let mut m = load()?;
     let secs = t0.elapsed().as_secs_f64();
     let d1 = probe.mark();
     let s1 = running.cpu_seconds();
     let cpu1 = sys::CpuTimes::read();
-    let mut m = common::load_metrics(&v);
     let [u, s, w, i] = cpu1.percent_since(&cpu0);
     m.insert("cpu_user".into(), u);
     m.insert("cpu_system".into(), s);
@@ -799,24 +810,9 @@ fn cold_run_h2(
         End::Seconds(s) => vec!["-D".to_string(), format!("{}", s.max(1.0).round() as u64)],
     };
     sys::drop_caches()?;
-    let cpu0 = sys::CpuTimes::read();
-    let s0 = running.cpu_seconds();
-    let d0 = probe.mark();
-    let t0 = std::time::Instant::now();
-    let text = crate::h2load::run(urls, cs, &extra, workers)?;
-    let secs = t0.elapsed().as_secs_f64();
-    let d1 = probe.mark();
-    let s1 = running.cpu_seconds();
-    let cpu1 = sys::CpuTimes::read();
-    let mut m = crate::h2load::metrics(&text)?;
-    let [u, s, w, i] = cpu1.percent_since(&cpu0);
-    m.insert("cpu_user".into(), u);
-    m.insert("cpu_system".into(), s);
-    m.insert("cpu_iowait".into(), w);
-    m.insert("cpu_idle".into(), i);
-    m.insert("server_cpu_s".into(), s1 - s0);
-    probe.metrics(&d0, &d1, secs, &mut m);
-    Ok(m)
+    measured(running, probe, || {
+        crate::h2load::metrics(&crate::h2load::run(urls, cs, &extra, workers)?)
+    })
 }
 
 /// The bars, checked on this report's medians.

@@ -396,3 +396,52 @@ fn mkfiles_is_idempotent_and_repairs() {
         102_400
     );
 }
+
+/// `hot --h2 --quick` and `cold --h2 --quick`: h2load against the servers
+/// that speak HTTP/2 (spindle io-uring and posix-aio, nginx when
+/// installed); every series answered, every request a 2xx, server CPU
+/// measured.
+#[test]
+fn quick_h2_end_to_end() {
+    if !test_skip::is_root() {
+        test_skip::skip_or_fail("needs root (cgroup, drop_caches)");
+        return;
+    }
+    if Command::new("h2load").arg("--version").output().is_err() {
+        test_skip::skip_or_fail("h2load is not installed (Debian nghttp2-client)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = tmp.path().join("out");
+    let mut servers = vec!["spindle-io-uring", "spindle-posix-aio"];
+    if installed("nginx") {
+        servers.push("nginx-sendfile");
+    }
+    let list = servers.join(",");
+    for (mode, name, extra) in [
+        ("hot", "hot-h2", &[][..]),
+        ("cold", "cold-h2", &["--fio-seconds", "0.5"][..]),
+    ] {
+        let mut args = vec![mode, "--h2", "--quick", "--servers", &list];
+        args.extend_from_slice(extra);
+        let screen = run_bench(&args, &data, &out);
+        check_smoke_test(&out, name, &screen);
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let series = json["series"].as_array().unwrap();
+        let groups = if mode == "hot" { 2 } else { 1 };
+        assert_eq!(series.len(), servers.len() * groups, "{name}: {series:?}");
+        for s in series {
+            let sample = &s["samples"][0];
+            assert!(sample["req_per_sec"].as_f64().unwrap() > 0.0, "{name}: {s}");
+            assert_eq!(sample["non_200"].as_f64(), Some(0.0), "{name}: {s}");
+            assert!(
+                sample["server_cpu_s"].as_f64().unwrap() > 0.0,
+                "{name}: server CPU measured: {s}"
+            );
+        }
+    }
+}
