@@ -92,11 +92,27 @@ pub enum Verdict<'a> {
     /// Look for the file; where it is not found (404), serve `fallback`
     /// instead, if some.
     Serve { fallback: Option<&'a CString> },
-    /// Refuse with this status.
-    Refuse(u16),
+    /// Refuse with this status, for this reason.
+    Refuse(u16, Refusal),
     /// Redirect: the status and the `Location`.
     Redirect(u16, String),
 }
+
+/// Why a request was refused (the metrics count refusals by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `allow` / `deny` (or no client address known).
+    Address = 0,
+    /// `referers`.
+    Referer,
+    /// `secure-link`: no signature, or a wrong one.
+    Signature,
+    /// `secure-link`: a signed link past its time (410).
+    Expired,
+}
+
+/// Every [`Refusal`], in order, by its metrics name.
+pub const REFUSALS: [&str; 4] = ["address", "referer", "signature", "expired"];
 
 /// The statuses a `redirect` may use.
 pub const REDIRECT_STATUSES: [u16; 4] = [301, 302, 307, 308];
@@ -296,17 +312,17 @@ impl Rules {
             let r = &self.rules[self.deciding_idx[i]];
             if !r.allow.is_empty() || !r.deny.is_empty() {
                 let Some(ip) = asked.client else {
-                    return Verdict::Refuse(403);
+                    return Verdict::Refuse(403, Refusal::Address);
                 };
                 let denied = r.deny.iter().any(|c| c.contains(ip));
                 let allowed = r.allow.is_empty() || r.allow.iter().any(|c| c.contains(ip));
                 if denied || !allowed {
-                    return Verdict::Refuse(403);
+                    return Verdict::Refuse(403, Refusal::Address);
                 }
             }
             if let Some(refs) = &r.referers {
                 if !refs.allows(asked.referer) {
-                    return Verdict::Refuse(403);
+                    return Verdict::Refuse(403, Refusal::Referer);
                 }
             }
             if let Some(link) = &r.secure_link {
@@ -314,7 +330,11 @@ impl Rules {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
                 if let Err(status) = link.verify(&p, asked.query, now) {
-                    return Verdict::Refuse(status);
+                    let why = match status {
+                        410 => Refusal::Expired,
+                        _ => Refusal::Signature,
+                    };
+                    return Verdict::Refuse(status, why);
                 }
             }
             if r.redirect.is_some() {
@@ -446,7 +466,7 @@ mod tests {
         );
         assert_eq!(
             rules.check(b"img/a.png", &with(Some(b"https://evil.test/"))),
-            Verdict::Refuse(403)
+            Verdict::Refuse(403, Refusal::Referer)
         );
         assert_eq!(
             rules.check(b"a.png", &with(Some(b"https://evil.test/"))),
@@ -491,17 +511,29 @@ mod tests {
         assert_eq!(v(b"private/a.txt", ip("10.1.2.3")), serve);
         assert_eq!(v(b"private/a.txt", ip("::ffff:10.1.2.3")), serve);
         assert_eq!(v(b"private/a.txt", ip("::1")), serve);
-        assert_eq!(v(b"private/a.txt", ip("10.9.0.1")), Verdict::Refuse(403));
-        assert_eq!(v(b"private/a.txt", ip("11.0.0.1")), Verdict::Refuse(403));
+        assert_eq!(
+            v(b"private/a.txt", ip("10.9.0.1")),
+            Verdict::Refuse(403, Refusal::Address)
+        );
+        assert_eq!(
+            v(b"private/a.txt", ip("11.0.0.1")),
+            Verdict::Refuse(403, Refusal::Address)
+        );
         assert_eq!(
             v(b"private/index.html", ip("127.0.0.1")),
-            Verdict::Refuse(403)
+            Verdict::Refuse(403, Refusal::Address)
         );
         assert_eq!(v(b"public.txt", ip("11.0.0.1")), serve);
         // Every matching rule counts: the later deny of all paths too.
-        assert_eq!(v(b"public.txt", ip("192.0.2.7")), Verdict::Refuse(403));
+        assert_eq!(
+            v(b"public.txt", ip("192.0.2.7")),
+            Verdict::Refuse(403, Refusal::Address)
+        );
         // An unknown client is refused where an address rule matches.
-        assert_eq!(v(b"public.txt", None), Verdict::Refuse(403));
+        assert_eq!(
+            v(b"public.txt", None),
+            Verdict::Refuse(403, Refusal::Address)
+        );
         // Rules without such keys need no address.
         let plain = Rules::new(vec![rule("/**", Some("no-cache"), None, "")]).unwrap();
         assert!(!plain.by_address());

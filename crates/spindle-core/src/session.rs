@@ -91,6 +91,8 @@ pub struct Session {
     stream: bool,
     /// Over TLS ([`Session::set_tls`]).
     tls: bool,
+    /// Why the last request was refused by a rule, if it was.
+    refusal: Option<crate::rules::Refusal>,
     /// The current request's `fallback` (see [`Rules::check`]), to open
     /// if its file is not found.
     ///
@@ -159,8 +161,15 @@ impl Session {
             dir_request: false,
             stream: false,
             tls: false,
+            refusal: None,
             fallback: None,
         }
+    }
+
+    /// Why a rule refused the request just answered (`allow`/`deny`,
+    /// `referers`, `secure-link`), if one did: for the metrics.
+    pub fn refusal(&self) -> Option<crate::rules::Refusal> {
+        self.refusal
     }
 
     /// The session's bytes come over TLS (an HTTPS connection, or a
@@ -404,6 +413,7 @@ impl Session {
             }
         }
         self.last_reject = None;
+        self.refusal = None;
         let head_only = req.method == Method::Head;
         let announce = req.minor_version == 0;
         if self.over_limit {
@@ -467,7 +477,10 @@ impl Session {
                         self.fallback = fallback.cloned();
                         None
                     }
-                    Verdict::Refuse(status) => Some((status, None)),
+                    Verdict::Refuse(status, why) => {
+                        self.refusal = Some(why);
+                        Some((status, None))
+                    }
                     Verdict::Redirect(status, location) => Some((status, Some(location))),
                 };
                 if let Some((status, location)) = answer {

@@ -141,6 +141,7 @@ pub enum Timeout {
     Drain,
 }
 const TIMEOUT_KINDS: [&str; 5] = ["header", "keepalive", "send", "linger", "drain"];
+use spindle_core::rules::REFUSALS;
 
 /// Why accepting paused.
 #[derive(Debug, Clone, Copy)]
@@ -185,6 +186,7 @@ pub struct WorkerMetrics {
     pub small_misses: Counter,
     pauses: [Counter; PAUSE_REASONS.len()],
     timeouts: [Counter; TIMEOUT_KINDS.len()],
+    refusals: [Counter; REFUSALS.len()],
 }
 
 impl WorkerMetrics {
@@ -200,6 +202,13 @@ impl WorkerMetrics {
         let s = (status as usize / 100).clamp(1, 5) - 1;
         self.requests[m][s].inc();
         self.body_bytes.add(body);
+    }
+
+    /// A rule refused a request ([[rules]] `allow`/`deny`, `referers`,
+    /// `secure-link`).
+    #[inline]
+    pub fn refused(&self, why: spindle_core::rules::Refusal) {
+        self.refusals[why as usize].inc();
     }
 
     #[inline]
@@ -339,6 +348,11 @@ impl Registry {
             ("spindle_timeouts_total", "counter", "Connections dropped by a timer, by kind: header, keepalive (idle), send, linger (lingering close), drain (shutdown)."),
             "kind",
             TIMEOUT_KINDS.iter().enumerate().map(|(i, k)| (*k, self.sum(|w| w.timeouts[i].get()))),
+        );
+        o.by(
+            ("spindle_refusals_total", "counter", "Requests a rule refused, by reason: address (allow/deny), referer, signature (secure-link: missing or wrong), expired (secure-link: past its time)."),
+            "reason",
+            REFUSALS.iter().enumerate().map(|(i, k)| (*k, self.sum(|w| w.refusals[i].get()))),
         );
         o.by(
             (

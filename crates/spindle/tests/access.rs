@@ -731,3 +731,100 @@ fn redirect_https_on_every_backend() {
         }
     }
 }
+
+/// `spindle_refusals_total{reason}` on `--metrics`, polled until it shows
+/// `want` for every reason (a worker counts a response as it finishes).
+fn refusals_reach(metrics: std::net::SocketAddr, want: &[(&str, u64)]) -> String {
+    let t = Instant::now();
+    loop {
+        let mut s = std::net::TcpStream::connect(metrics).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let ok = want.iter().all(|(reason, n)| {
+            text.lines()
+                .any(|l| l == format!("spindle_refusals_total{{reason=\"{reason}\"}} {n}"))
+        });
+        if ok || t.elapsed() > Duration::from_secs(10) {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn refusals_are_counted_by_reason_on_every_backend() {
+    let (root, toml) = access_root("refusals", "");
+    let secret = root
+        .dir
+        .join(format!("../refusals-{}.key", std::process::id()));
+    std::fs::write(&secret, "correct horse battery\n").unwrap();
+    std::fs::write(
+        &toml,
+        format!(
+            "[[rules]]\nmatch = \"/closed/**\"\ndeny = [\"127.0.0.1\"]\n\n\
+             [[rules]]\nmatch = \"/open/**\"\nreferers = [\"none\"]\n\n\
+             [[rules]]\nmatch = \"/private/**\"\nsecure-link = {:?}\n",
+            secret.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let Some(expired) = openssl_sig(&secret, "/private/a.txt", "1") else {
+        test_skip::skip_or_fail("openssl is not installed: it signs the expired link");
+        return;
+    };
+    for b in backends() {
+        eprintln!("backend {b}");
+        let srv = Server::start(
+            &b,
+            &root.dir,
+            &[
+                "--config",
+                toml.to_str().unwrap(),
+                "--metrics",
+                "127.0.0.1:0",
+            ],
+        );
+        let log = srv.stderr();
+        let metrics: std::net::SocketAddr = log
+            .lines()
+            .find_map(|l| l.split("]: metrics on http://").nth(1))
+            .expect("metrics line")
+            .trim_end_matches("/metrics")
+            .parse()
+            .unwrap();
+        for (target, referer, want) in [
+            ("/closed/a.txt", "", 403),
+            ("/closed/a.txt", "", 403),
+            ("/open/a.txt", "Referer: https://evil.test/\r\n", 403),
+            ("/private/a.txt?expires=99999999999&sig=AAAA", "", 403),
+            (
+                &format!("/private/a.txt?expires=1&sig={expired}")[..],
+                "",
+                410,
+            ),
+            ("/page.txt", "", 200),
+        ] {
+            let r = request(
+                &srv,
+                &format!("GET {target} HTTP/1.1\r\nHost: t\r\n{referer}\r\n"),
+            );
+            assert_eq!(r.status, want, "{b} {target}");
+        }
+        let want = [
+            ("address", 2),
+            ("referer", 1),
+            ("signature", 1),
+            ("expired", 1),
+        ];
+        let text = refusals_reach(metrics, &want);
+        for (reason, n) in want {
+            let line = format!("spindle_refusals_total{{reason=\"{reason}\"}} {n}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{b}: no `{line}` in\n{text}"
+            );
+        }
+    }
+}

@@ -342,6 +342,9 @@ impl Serving {
         let ctx = &self.ctx;
         ctx.metrics
             .request(life.session.last_method(), resp.status, resp.body_len);
+        if let Some(why) = life.session.refusal() {
+            ctx.metrics.refused(why);
+        }
         if ctx.log.enabled() {
             let outcome = if resp.file.is_none() {
                 "memory"
