@@ -828,3 +828,71 @@ fn refusals_are_counted_by_reason_on_every_backend() {
         }
     }
 }
+
+/// REDbot, the HTTP linter, finds nothing BAD in a refusal (403), an
+/// expired signed link (410), a rule's redirect (301) and
+/// `--redirect-https`'s (308).
+#[test]
+fn redbot_finds_nothing_bad_in_refusals_and_redirects() {
+    let (root, toml) = access_root("redbot-access", "");
+    let secret = root
+        .dir
+        .join(format!("../redbot-access-{}.key", std::process::id()));
+    std::fs::write(&secret, "correct horse battery\n").unwrap();
+    std::fs::write(
+        &toml,
+        format!(
+            "[[rules]]\nmatch = \"/closed/**\"\ndeny = [\"127.0.0.1\"]\n\n\
+             [[rules]]\nmatch = \"/private/**\"\nsecure-link = {:?}\n\n\
+             [[rules]]\nmatch = \"/old/**\"\nredirect = \"301 /open/{{path}}\"\n",
+            secret.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let Some(expired) = openssl_sig(&secret, "/private/a.txt", "1") else {
+        test_skip::skip_or_fail("openssl is not installed: it signs the expired link");
+        return;
+    };
+    let srv = Server::start("io-uring", &root.dir, &["--config", toml.to_str().unwrap()]);
+    let tls_port = free_port();
+    let tls_addr = format!("127.0.0.1:{tls_port}");
+    let (cert, key) = (tls_file("p256.pem"), tls_file("p256.key"));
+    let redirecting = Server::start(
+        "io-uring",
+        &root.dir,
+        &[
+            "--redirect-https",
+            "--tls-listen",
+            &tls_addr,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
+    );
+    for (url, want) in [
+        (srv.url("/closed/a.txt"), 403),
+        (
+            srv.url(&format!("/private/a.txt?expires=1&sig={expired}")),
+            410,
+        ),
+        (srv.url("/old/a.txt"), 301),
+        (redirecting.url("/f1"), 308),
+    ] {
+        let path = url.split_once("//").unwrap().1;
+        let path = &path[path.find('/').unwrap()..];
+        let status = if url.starts_with(&srv.url("")) {
+            request(&srv, &format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n")).status
+        } else {
+            request(
+                &redirecting,
+                &format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"),
+            )
+            .status
+        };
+        assert_eq!(status, want, "{url}");
+        if let Some(bad) = redbot_bad_notes(&url) {
+            assert!(bad.is_empty(), "{url} ({want}): {bad:#?}");
+        }
+    }
+}

@@ -464,7 +464,7 @@ pub fn redbot_bad_notes(url: &str) -> Option<Vec<String>> {
             bad.push(part.chars().take(300).collect());
         }
     }
-    assert!(notes > 3, "redbot gave no notes: {text}");
+    assert!(notes >= 3, "redbot gave no notes: {text}");
     Some(bad)
 }
 
