@@ -753,25 +753,38 @@ fn refusals_reach(metrics: std::net::SocketAddr, want: &[(&str, u64)]) -> String
     }
 }
 
-#[test]
-fn refusals_are_counted_by_reason_on_every_backend() {
-    let (root, toml) = access_root("refusals", "");
+/// A root (as [`access_root`]) whose rules refuse `/closed/**` to
+/// 127.0.0.1 and sign `/private/**` with a secret, plus `more` rules; and
+/// the signature of an expired link to `/private/a.txt`. `None`: openssl
+/// is missing (said).
+fn refusing_root(name: &str, more: &str) -> Option<(DocRoot, std::path::PathBuf, String)> {
+    let (root, toml) = access_root(name, "");
     let secret = root
         .dir
-        .join(format!("../refusals-{}.key", std::process::id()));
+        .join(format!("../{name}-{}.key", std::process::id()));
     std::fs::write(&secret, "correct horse battery\n").unwrap();
     std::fs::write(
         &toml,
         format!(
             "[[rules]]\nmatch = \"/closed/**\"\ndeny = [\"127.0.0.1\"]\n\n\
-             [[rules]]\nmatch = \"/open/**\"\nreferers = [\"none\"]\n\n\
-             [[rules]]\nmatch = \"/private/**\"\nsecure-link = {:?}\n",
+             [[rules]]\nmatch = \"/private/**\"\nsecure-link = {:?}\n\n{more}",
             secret.to_str().unwrap()
         ),
     )
     .unwrap();
     let Some(expired) = openssl_sig(&secret, "/private/a.txt", "1") else {
         test_skip::skip_or_fail("openssl is not installed: it signs the expired link");
+        return None;
+    };
+    Some((root, toml, expired))
+}
+
+#[test]
+fn refusals_are_counted_by_reason_on_every_backend() {
+    let Some((root, toml, expired)) = refusing_root(
+        "refusals",
+        "[[rules]]\nmatch = \"/open/**\"\nreferers = [\"none\"]\n",
+    ) else {
         return;
     };
     for b in backends() {
@@ -834,23 +847,10 @@ fn refusals_are_counted_by_reason_on_every_backend() {
 /// `--redirect-https`'s (308).
 #[test]
 fn redbot_finds_nothing_bad_in_refusals_and_redirects() {
-    let (root, toml) = access_root("redbot-access", "");
-    let secret = root
-        .dir
-        .join(format!("../redbot-access-{}.key", std::process::id()));
-    std::fs::write(&secret, "correct horse battery\n").unwrap();
-    std::fs::write(
-        &toml,
-        format!(
-            "[[rules]]\nmatch = \"/closed/**\"\ndeny = [\"127.0.0.1\"]\n\n\
-             [[rules]]\nmatch = \"/private/**\"\nsecure-link = {:?}\n\n\
-             [[rules]]\nmatch = \"/old/**\"\nredirect = \"301 /open/{{path}}\"\n",
-            secret.to_str().unwrap()
-        ),
-    )
-    .unwrap();
-    let Some(expired) = openssl_sig(&secret, "/private/a.txt", "1") else {
-        test_skip::skip_or_fail("openssl is not installed: it signs the expired link");
+    let Some((root, toml, expired)) = refusing_root(
+        "redbot-access",
+        "[[rules]]\nmatch = \"/old/**\"\nredirect = \"301 /open/{path}\"\n",
+    ) else {
         return;
     };
     let srv = Server::start("io-uring", &root.dir, &["--config", toml.to_str().unwrap()]);
