@@ -135,19 +135,28 @@ impl<M: Mover> Worker<M> {
                 c.life.lingered += n;
             } else if let Some(tls) = c.tls.as_mut() {
                 let fd = c.fd.as_raw_fd();
-                let mut plain = Vec::new();
-                let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
-                if http2 && tls.alpn_h2() && !c.proto.is_h2() {
-                    self.h2_begin(who);
-                }
-                let c = self.conn(who);
-                if c.proto.is_h2() {
-                    if !plain.is_empty() {
-                        self.h2_received(who, &plain);
-                    }
+                let got = if tls.settled_http1() {
+                    // HTTPS/1.1's every request: straight into the session.
+                    let session = &mut c.life.session;
+                    tls.received(fd, &self.rbuf[..n], |p| session.feed(p))
                 } else {
-                    c.life.session.feed(&plain);
-                }
+                    // During the handshake the plaintext that may follow it
+                    // waits here until ALPN says whose it is.
+                    let mut plain = Vec::new();
+                    let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
+                    if http2 && tls.alpn_h2() && !c.proto.is_h2() {
+                        self.h2_begin(who);
+                    }
+                    let c = self.conn(who);
+                    if c.proto.is_h2() {
+                        if !plain.is_empty() {
+                            self.h2_received(who, &plain);
+                        }
+                    } else {
+                        c.life.session.feed(&plain);
+                    }
+                    got
+                };
                 let Some(c) = self.live_conn(who) else {
                     return Recv::Gone;
                 };

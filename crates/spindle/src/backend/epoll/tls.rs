@@ -56,6 +56,12 @@ impl EpollTls {
         self.conn.alpn_protocol() == Some(b"h2")
     }
 
+    /// The handshake is over and ALPN did not choose HTTP/2: plaintext is
+    /// HTTP/1.1 from now on.
+    pub fn settled_http1(&self) -> bool {
+        !self.conn.is_handshaking() && !self.alpn_h2()
+    }
+
     /// Records wait to be written.
     pub fn pending(&self) -> bool {
         self.out_sent < self.out.len() || self.conn.wants_write()

@@ -72,6 +72,12 @@ impl TlsState {
         self.conn.is_handshaking()
     }
 
+    /// The handshake is over and ALPN did not choose HTTP/2: plaintext is
+    /// HTTP/1.1 from now on.
+    pub(super) fn settled_http1(&self) -> bool {
+        !self.conn.is_handshaking() && self.conn.alpn_protocol() != Some(b"h2")
+    }
+
     /// An `Op::TlsSend` is in flight.
     pub(super) fn sending(&self) -> bool {
         self.sending
@@ -130,6 +136,15 @@ impl Worker {
     pub(super) fn tls_received(&mut self, slot: u32, data: &[u8]) -> Received {
         let c = self.conns.live_at(slot);
         let tls = c.tls.as_mut().expect("TLS connection");
+        if tls.settled_http1() {
+            // HTTPS/1.1's every request: straight into the session.
+            let session = &mut c.life.session;
+            let outcome = crate::tls::receive(&mut tls.conn, data, |p| session.feed(p));
+            self.tls_flush(slot);
+            return outcome;
+        }
+        // During the handshake the plaintext that may follow it in the
+        // same bytes waits here until ALPN says whose it is.
         let mut plain = Vec::new();
         let outcome = crate::tls::receive(&mut tls.conn, data, |p| plain.extend_from_slice(p));
         let h2 = tls.conn.alpn_protocol() == Some(b"h2");
