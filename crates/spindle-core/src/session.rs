@@ -517,168 +517,6 @@ impl Session {
         }
     }
 
-    /// Opens the configured page of error `status` in answer to `req`, if
-    /// there is one; else gives `req` back.
-    fn open_error_page(
-        &mut self,
-        cfg: &SessionConfig,
-        req: Box<Request>,
-        status: u16,
-        keep_alive: bool,
-    ) -> Result<Step, Box<Request>> {
-        let Some(page) = cfg.error_page(status) else {
-            return Err(req);
-        };
-        self.current_keep_alive = keep_alive;
-        self.current = Some(req);
-        self.state = State::AwaitOpen;
-        self.error_page = Some(status);
-        Ok(Step::Open(OpenRequest {
-            path: page.clone(),
-            root: self.root,
-        }))
-    }
-
-    /// The driver's answer to [`Step::Open`]: the response to transmit
-    /// ([`Step::Respond`]), or, while looking for a precompressed sidecar,
-    /// the next path to open ([`Step::Open`], answered here again). The
-    /// driver sends the file of the last successful open.
-    pub fn opened(
-        &mut self,
-        cfg: &SessionConfig,
-        open_path: &OpenRequest,
-        result: Result<FileMeta, OpenError>,
-    ) -> Step {
-        assert_eq!(self.state, State::AwaitOpen, "opened() without Step::Open");
-        let vary = !cfg.precompressed.is_empty();
-        let mut rep = Representation {
-            encoding: None,
-            vary,
-        };
-        let mut chosen = None;
-        match (self.sidecar.take(), &result) {
-            (Some(sc), Ok(m)) if sc.trying.is_some() && newer_file(m, &sc.src) => {
-                // This sidecar will do: it is sent, typed as the resource.
-                rep.encoding = sc.trying;
-                chosen = Some(sc);
-            }
-            // Missing, not a file, or older than the resource: the next.
-            (Some(sc), _) if sc.trying.is_some() => return self.next_sidecar(sc),
-            (None, Ok(m)) if vary && m.kind == FileKind::Regular => {
-                let req = self.current.as_ref().expect("current request");
-                if matches!(req.method, Method::Get | Method::Head) {
-                    let todo =
-                        encoding::negotiate(req.accept_encoding.as_deref(), &cfg.precompressed);
-                    if !todo.is_empty() {
-                        let sc = Box::new(Sidecar {
-                            src_path: open_path.path.clone(),
-                            src: *m,
-                            todo,
-                            trying: None,
-                        });
-                        return self.next_sidecar(sc);
-                    }
-                }
-            }
-            // No search, or its end: the resource's own open, again.
-            _ => {}
-        }
-        if cfg.autoindex && self.dir_request && result == Err(OpenError::NotFound) {
-            // No index file: the directory's listing instead (a file
-            // where the directory should be fails the list with 404).
-            if let Some(dir) = open_path.path.as_bytes().strip_suffix(path::INDEX_FILE) {
-                let dir = dir.strip_suffix(b"/").unwrap_or(dir);
-                let req = self.current.as_ref().expect("current request");
-                let format = crate::listing::negotiate(req.accept.as_deref());
-                let path = CString::new(if dir.is_empty() { &b"."[..] } else { dir })
-                    .expect("path has no NUL");
-                self.state = State::AwaitList;
-                return Step::List(ListRequest {
-                    path,
-                    format,
-                    root: self.root,
-                });
-            }
-        }
-        if result == Err(OpenError::NotFound) && self.error_page.is_none() {
-            // Not found beneath a rule's `fallback`: that file instead
-            // (once: a missing fallback is a 404).
-            if let Some(path) = self.fallback.take() {
-                self.dir_request = false;
-                return Step::Open(OpenRequest {
-                    path,
-                    root: self.root,
-                });
-            }
-        }
-        self.fallback = None;
-        let rel_path = chosen
-            .as_ref()
-            .map_or(open_path.path.as_bytes(), |sc| sc.src_path.as_bytes());
-        let error_page = self.error_page.take();
-        if error_page.is_none() {
-            // An error with a configured page: open the page instead.
-            let status = match &result {
-                Ok(m) if m.kind == FileKind::Regular => None,
-                Ok(m)
-                    if m.kind == FileKind::Directory
-                        && !open_path.path.as_bytes().ends_with(path::INDEX_FILE) =>
-                {
-                    None
-                }
-                Ok(_) => Some(404),
-                Err(e) => Some(e.status()),
-            };
-            if let Some(page) = status.and_then(|st| cfg.error_page(st)) {
-                self.error_page = status;
-                return Step::Open(OpenRequest {
-                    path: page.clone(),
-                    root: self.root,
-                });
-            }
-        }
-        let req = self.current.take().expect("current request");
-        let keep_alive = self.current_keep_alive;
-        let ctx = self.ctx(
-            cfg,
-            keep_alive,
-            req.minor_version == 0,
-            req.method == Method::Head,
-        );
-        if let Some(status) = error_page {
-            // The page of an error: its bytes if it is a file, else the
-            // built-in page.
-            let resp = match result {
-                Ok(m) if m.kind == FileKind::Regular => response::error_page(
-                    status,
-                    &m,
-                    open_path.path.as_bytes(),
-                    &ctx,
-                    error_extra(status),
-                ),
-                _ => error_for(status, &ctx),
-            };
-            self.last_req = Some(req);
-            return self.finish(resp);
-        }
-        let resp = match result {
-            Ok(meta) => match meta.kind {
-                FileKind::Regular => {
-                    let rules = cfg.rules.apply(rel_path);
-                    response::for_file(&req, &meta, rel_path, rep, &rules, &ctx)
-                }
-                FileKind::Directory if !open_path.path.as_bytes().ends_with(path::INDEX_FILE) => {
-                    let location = redirect_location(&req.target);
-                    response::error(301, &ctx, &[("Location", &location)])
-                }
-                _ => response::error(404, &ctx, &[]),
-            },
-            Err(e) => error_for(e.status(), &ctx),
-        };
-        self.last_req = Some(req);
-        self.finish(resp)
-    }
-
     /// The driver's answer to [`Step::List`]: the rendered listing (see
     /// [`listing::render`]), or why the directory could not be listed
     /// (not found or not a directory: 404; EACCES: 403; ...). Always a
@@ -702,26 +540,6 @@ impl Session {
         };
         self.last_req = Some(req);
         self.finish(resp)
-    }
-
-    /// Opens the next sidecar of a search, or the resource itself again
-    /// when none is left.
-    fn next_sidecar(&mut self, mut sc: Box<Sidecar>) -> Step {
-        let path = if sc.todo.is_empty() {
-            sc.trying = None;
-            sc.src_path.clone()
-        } else {
-            let e = sc.todo.remove(0);
-            sc.trying = Some(e);
-            let mut p = sc.src_path.as_bytes().to_vec();
-            p.extend_from_slice(e.suffix().as_bytes());
-            CString::new(p).expect("path has no NUL")
-        };
-        self.sidecar = Some(sc);
-        Step::Open(OpenRequest {
-            path,
-            root: self.root,
-        })
     }
 
     /// The driver could not read the body of the response [`Session::next`]
@@ -882,6 +700,8 @@ fn redirect_location(target: &[u8]) -> String {
     s.push_str(&String::from_utf8_lossy(query));
     s
 }
+
+mod open;
 
 #[cfg(test)]
 #[path = "session_tests.rs"]
