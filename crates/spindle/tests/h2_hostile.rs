@@ -37,21 +37,7 @@ const FLOW_CONTROL_ERROR: u32 = 3;
 const FRAME_SIZE_ERROR: u32 = 6;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
-fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-    let len = payload.len() as u32;
-    out.extend_from_slice(&len.to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-}
-
-/// An HPACK string literal, no Huffman (lengths under 127 only).
-fn hstr(out: &mut Vec<u8>, s: &[u8]) {
-    assert!(s.len() < 127);
-    out.push(s.len() as u8);
-    out.extend_from_slice(s);
-}
+use common::h2_frame as frame;
 
 /// A GET of `path`: `:method GET` (static 2), `:scheme http` (6),
 /// `:path` (name 4) and `:authority` (name 1) as literals.
@@ -63,21 +49,9 @@ fn get_block(path: &str) -> Vec<u8> {
     b
 }
 
-/// What a connection got back: its frames, until the server closed it
-/// or `wait` passed.
-struct Got {
-    frames: Vec<(u8, u8, u32, Vec<u8>)>,
-    closed: bool,
-}
+type Got = H2Got;
 
 impl Got {
-    fn goaway(&self) -> Option<u32> {
-        self.frames
-            .iter()
-            .find(|f| f.0 == GOAWAY)
-            .map(|f| u32::from_be_bytes(f.3[4..8].try_into().unwrap()))
-    }
-
     /// GOAWAY with `code`, then the server closed the connection.
     fn goaway_then_close(&self, code: u32, what: &str) {
         assert_eq!(self.goaway(), Some(code), "{what}: GOAWAY's code");
@@ -131,22 +105,7 @@ fn abuse(srv: &Server, settings: &[u8], abuse: &[u8], wait: Duration) -> Got {
         }
     }
     drop(writer);
-    let mut frames = Vec::new();
-    let mut at = 0;
-    while at + 9 <= buf.len() {
-        let len = (buf[at] as usize) << 16 | (buf[at + 1] as usize) << 8 | buf[at + 2] as usize;
-        if at + 9 + len > buf.len() {
-            break;
-        }
-        let id = u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) & 0x7fff_ffff;
-        frames.push((
-            buf[at + 3],
-            buf[at + 4],
-            id,
-            buf[at + 9..at + 9 + len].to_vec(),
-        ));
-        at += 9 + len;
-    }
+    let frames = h2_frames(&buf);
     Got { frames, closed }
 }
 

@@ -194,7 +194,6 @@ pub struct H2Conn {
     /// We sent a graceful GOAWAY: streams above this id are ignored, and
     /// Close follows when the last stream ends.
     going_away: Option<u32>,
-    peer_going_away: bool,
     rr_cursor: u32,
     scratch: Vec<u8>,
 }
@@ -249,7 +248,6 @@ impl H2Conn {
             flood_counts: [0; 6],
             now_ms: 0,
             going_away: None,
-            peer_going_away: false,
             rr_cursor: 0,
             scratch: Vec::new(),
         }
@@ -572,12 +570,9 @@ impl H2Conn {
         self.events.push_back(Event::Close);
     }
 
-    /// After a GOAWAY either way, Close once the last stream is done.
+    /// After our GOAWAY, Close once the last stream is done.
     fn maybe_done(&mut self) {
-        if (self.going_away.is_some() || self.peer_going_away)
-            && self.streams.is_empty()
-            && !self.is_closed()
-        {
+        if self.going_away.is_some() && self.streams.is_empty() && !self.is_closed() {
             self.phase = Phase::Closed;
             self.events.push_back(Event::Close);
         }

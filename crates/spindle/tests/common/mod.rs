@@ -423,6 +423,62 @@ pub fn tls_data(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Appends an HTTP/2 frame (RFC 9113 §4.1): its header, then `payload`.
+pub fn h2_frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+    out.push(kind);
+    out.push(flags);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// The whole HTTP/2 frames at the start of `buf`: type, flags, stream,
+/// payload.
+pub fn h2_frames(buf: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at + 9 <= buf.len() {
+        let len = (buf[at] as usize) << 16 | (buf[at + 1] as usize) << 8 | buf[at + 2] as usize;
+        if at + 9 + len > buf.len() {
+            break;
+        }
+        let id = u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) & 0x7fff_ffff;
+        frames.push((
+            buf[at + 3],
+            buf[at + 4],
+            id,
+            buf[at + 9..at + 9 + len].to_vec(),
+        ));
+        at += 9 + len;
+    }
+    frames
+}
+
+/// An HPACK string literal without Huffman (RFC 7541 §5.2), under 127
+/// bytes.
+pub fn hstr(out: &mut Vec<u8>, s: &[u8]) {
+    assert!(s.len() < 127);
+    out.push(s.len() as u8);
+    out.extend_from_slice(s);
+}
+
+/// What an HTTP/2 connection got back: its frames, and whether the
+/// server closed it.
+pub struct H2Got {
+    pub frames: Vec<(u8, u8, u32, Vec<u8>)>,
+    pub closed: bool,
+}
+
+impl H2Got {
+    /// The code of the first GOAWAY (type 7), if any.
+    pub fn goaway(&self) -> Option<u32> {
+        self.frames
+            .iter()
+            .find(|f| f.0 == 7)
+            .map(|f| u32::from_be_bytes(f.3[4..8].try_into().unwrap()))
+    }
+}
+
 /// A port nothing listens on now (bound and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

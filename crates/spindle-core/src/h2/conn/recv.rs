@@ -82,12 +82,14 @@ impl H2Conn {
                 last_stream_id,
                 code,
             } => {
-                self.peer_going_away = true;
+                // The peer opens no more streams; those it has finish, and
+                // the connection stays until it closes or idles out, as
+                // frames it sends after (a PING, say) are still answered
+                // (h2spec 7: no special behaviour).
                 self.events.push_back(Event::GoAway {
                     last_stream_id,
                     code,
                 });
-                self.maybe_done();
             }
             Frame::WindowUpdate {
                 stream_id,
