@@ -37,6 +37,7 @@
 
 pub mod access;
 pub mod accesslog;
+pub mod challenge;
 pub mod date;
 pub mod encoding;
 pub mod exchange;

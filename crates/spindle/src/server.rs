@@ -60,6 +60,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     if let Some(user) = &cfg.user {
         switch_user(user)?;
     }
+    // Automatic HTTPS: the state directory is checked as the user that
+    // will write it, and stored certificates are in before any worker.
+    if let (Some(acme), Some(t)) = (&cfg.acme, &tls) {
+        crate::acme::start(acme, t.clone())?;
+    }
 
     let cfg = Arc::new(cfg);
     let shared = Shared::new(&cfg, root, tls, log.clone())?;
@@ -153,7 +158,12 @@ fn load_tls(
     if !listeners.has(Kind::Tls) {
         return Ok(None);
     }
-    let shared = crate::tls::Shared::load(&cfg.tls_certs, cfg.serves_http2())?;
+    let acme_names = cfg.acme.as_ref().map_or(&[][..], |a| &a.certs[..]);
+    if let Some(a) = &cfg.acme {
+        crate::acme::check_tls_certs(a, &cfg.tls_certs)?;
+    }
+    let shared =
+        crate::tls::Shared::load_with_acme(&cfg.tls_certs, cfg.serves_http2(), acme_names)?;
     let path = match net::ktls_available() {
         Ok(()) => "kernel TLS is available but not used yet".to_string(),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {

@@ -1,0 +1,78 @@
+//! ACME HTTP-01 answers (RFC 8555 §8.3), kept in memory: the server's ACME
+//! client puts a token's key authorization here while the CA checks it, and
+//! a session on a plain connection answers
+//! `GET /.well-known/acme-challenge/TOKEN` from it, never from the document
+//! root. No I/O: a read of a short list under a lock that the writer holds
+//! only to push or remove one entry.
+
+use std::sync::RwLock;
+
+/// Most tokens held at once (one per name being validated).
+pub const MAX_TOKENS: usize = 1024;
+/// Longest token accepted (RFC 8555 asks for at least 128 bits of
+/// base64url; CAs send 43 characters).
+pub const MAX_TOKEN_LEN: usize = 256;
+
+/// The HTTP-01 tokens being validated, and their key authorizations.
+#[derive(Debug, Default)]
+pub struct Http01Tokens {
+    tokens: RwLock<Vec<(String, String)>>,
+}
+
+impl Http01Tokens {
+    /// Answers `token` with `key_authorization` until [`remove`] (the
+    /// oldest goes beyond [`MAX_TOKENS`]). A token of bytes other than
+    /// base64url's, or too long, is refused.
+    ///
+    /// [`remove`]: Http01Tokens::remove
+    pub fn insert(&self, token: &str, key_authorization: &str) -> Result<(), String> {
+        if token.is_empty()
+            || token.len() > MAX_TOKEN_LEN
+            || !token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!("ACME token {token:?} is not base64url"));
+        }
+        let mut t = self.tokens.write().unwrap_or_else(|p| p.into_inner());
+        t.retain(|(k, _)| k != token);
+        if t.len() >= MAX_TOKENS {
+            t.remove(0);
+        }
+        t.push((token.to_string(), key_authorization.to_string()));
+        Ok(())
+    }
+
+    pub fn remove(&self, token: &str) {
+        let mut t = self.tokens.write().unwrap_or_else(|p| p.into_inner());
+        t.retain(|(k, _)| k != token);
+    }
+
+    /// The key authorization for `token`, if it is being validated.
+    pub fn answer(&self, token: &[u8]) -> Option<String> {
+        let t = self.tokens.read().unwrap_or_else(|p| p.into_inner());
+        t.iter()
+            .find(|(k, _)| k.as_bytes() == token)
+            .map(|(_, v)| v.clone())
+    }
+}
+
+/// The path prefix of HTTP-01 challenges, relative to the root.
+pub const HTTP01_PREFIX: &[u8] = b".well-known/acme-challenge/";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_answered_until_removed() {
+        let t = Http01Tokens::default();
+        t.insert("abc-_9", "abc-_9.thumb").unwrap();
+        assert_eq!(t.answer(b"abc-_9").as_deref(), Some("abc-_9.thumb"));
+        assert_eq!(t.answer(b"abc"), None);
+        t.remove("abc-_9");
+        assert_eq!(t.answer(b"abc-_9"), None);
+        assert!(t.insert("../x", "y").is_err());
+        assert!(t.insert("", "y").is_err());
+    }
+}
