@@ -1,7 +1,7 @@
 //! Automatic HTTPS: certificates obtained and renewed by spindle itself
 //! from an ACME CA (RFC 8555), for the `--acme-domain` names.
 //!
-//! At start ([`start`], on the main thread, after `--user`): the state
+//! At start ([`prepare`], on the main thread, after `--user`): the state
 //! directory is opened and locked, and every stored certificate still
 //! valid goes into the TLS configuration at once. Then one thread of its
 //! own orders what is missing and renews what is due, and blocks as it
@@ -146,11 +146,23 @@ fn backoff(failures: u32) -> Duration {
     base.mul_f64(factor)
 }
 
-/// Starts automatic HTTPS: opens the state directory (an error line if it
-/// cannot be written), puts every stored certificate still valid into
-/// `tls` at once, and starts the thread that orders and renews.
-pub fn start(cfg: &AcmeConfig, tls: Arc<crate::tls::Shared>) -> Result<(), String> {
-    let store = Store::open(&cfg.state)?;
+/// Automatic HTTPS, ready to run: [`prepare`]d, not yet ordering.
+pub struct Prepared {
+    cfg: AcmeConfig,
+    store: Store,
+    roots: Vec<Vec<u8>>,
+    tls: Arc<crate::tls::Shared>,
+    managed: Vec<Managed>,
+}
+
+/// Takes the opened state directory ([`Store::open`], an error line if it
+/// cannot be written) and puts every stored certificate still valid into `tls` at once; then
+/// [`Prepared::spawn`] starts the thread that orders and renews.
+pub fn prepare(
+    cfg: &AcmeConfig,
+    store: Store,
+    tls: Arc<crate::tls::Shared>,
+) -> Result<Prepared, String> {
     let roots = roots(cfg)?;
     let mut managed = Vec::new();
     for names in &cfg.certs {
@@ -190,12 +202,31 @@ pub fn start(cfg: &AcmeConfig, tls: Arc<crate::tls::Shared>) -> Result<(), Strin
             not_before_try: 0,
         });
     }
-    let cfg = cfg.clone();
-    std::thread::Builder::new()
-        .name("acme".into())
-        .spawn(move || run(cfg, store, roots, tls, managed))
-        .map_err(|e| format!("cannot start the ACME thread: {e}"))?;
-    Ok(())
+    Ok(Prepared {
+        cfg: cfg.clone(),
+        store,
+        roots,
+        tls,
+        managed,
+    })
+}
+
+impl Prepared {
+    /// Starts the ACME thread.
+    pub fn spawn(self) -> Result<(), String> {
+        let Prepared {
+            cfg,
+            store,
+            roots,
+            tls,
+            managed,
+        } = self;
+        std::thread::Builder::new()
+            .name("acme".into())
+            .spawn(move || run(cfg, store, roots, tls, managed))
+            .map(drop)
+            .map_err(|e| format!("cannot start the ACME thread: {e}"))
+    }
 }
 
 /// A name certified by ACME may not be one of a `--tls-cert`'s names too

@@ -34,8 +34,10 @@ pub struct Store {
 
 impl Store {
     /// Creates the directory (mode 0700) if it is missing and opens its
-    /// lock file, which proves it writable. Errors are one line.
-    pub fn open(dir: &Path) -> Result<Store, String> {
+    /// lock file, which proves it writable; `owner` (uid, gid): the user
+    /// spindle will run as (`--user`), given the directory and its files.
+    /// Errors are one line.
+    pub fn open(dir: &Path, owner: Option<(u32, u32)>) -> Result<Store, String> {
         let fail = |e: std::io::Error| {
             format!(
                 "acme-state {}: {e}; the directory must be writable by the user spindle runs as",
@@ -63,6 +65,13 @@ impl Store {
         // the open above).
         write_atomic(&dir.join(".probe"), b"").map_err(fail)?;
         let _ = std::fs::remove_file(dir.join(".probe"));
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(fail)?;
+            for entry in std::fs::read_dir(dir).map_err(fail)? {
+                let path = entry.map_err(fail)?.path();
+                std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).map_err(fail)?;
+            }
+        }
         let mut store = Store {
             dir: dir.to_path_buf(),
             lock_file,
@@ -186,7 +195,7 @@ mod tests {
     #[test]
     fn writes_are_whole_and_private() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(&dir.path().join("acme")).unwrap();
+        let mut s = Store::open(&dir.path().join("acme"), None).unwrap();
         assert_eq!(s.try_lock(), Lock::Held);
         let (crt, _) = s.cert_paths(&["Example.org".into()]);
         assert!(crt.ends_with("example.org.crt"));
@@ -199,7 +208,7 @@ mod tests {
         assert_eq!(dmode, 0o700);
         // A second opener (another process, or a second open here: flock
         // locks belong to the open file) finds it held.
-        let mut other = Store::open(s.dir()).unwrap();
+        let mut other = Store::open(s.dir(), None).unwrap();
         assert_eq!(other.try_lock(), Lock::HeldElsewhere);
         drop(s);
         assert_eq!(other.try_lock(), Lock::Held);
@@ -215,7 +224,7 @@ mod tests {
         let f = dir.path().join("file");
         std::fs::write(&f, "x").unwrap();
         for path in [f.clone(), f.join("sub")] {
-            let e = Store::open(&path).err().unwrap();
+            let e = Store::open(&path, None).err().unwrap();
             assert!(e.starts_with("acme-state ") && !e.contains('\n'), "{e}");
         }
     }

@@ -1,0 +1,420 @@
+//! Automatic HTTPS against Let's Encrypt's test CA, pebble (Debian's
+//! `pebble`, with `pebble-challtestsrv` answering its DNS with 127.0.0.1):
+//! a certificate obtained by HTTP-01 on spindle's plain listener and
+//! verified by curl against pebble's root; a restart that uses the stored
+//! certificate without the CA; HTTP-01 tokens never from the document
+//! root; and the start-up errors. Each test starts its own pebble on free
+//! ports and kills it when it ends, passing or not.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Longest wait for pebble to answer, and for a certificate to be issued.
+const PEBBLE_START: Duration = Duration::from_secs(20);
+const ISSUE_WAIT: Duration = Duration::from_secs(60);
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The tools these tests run, or why they cannot.
+fn tools() -> Result<(), String> {
+    for t in ["pebble", "pebble-challtestsrv", "openssl", "curl"] {
+        if !have(t) {
+            return Err(format!(
+                "{t} is not installed (Debian: pebble, openssl, curl)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A pebble and its DNS server, killed when dropped.
+struct Pebble {
+    _dns: Killed,
+    pebble: Option<Killed>,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    dns_port: u16,
+    env: Vec<(String, String)>,
+    /// The ACME directory URL.
+    directory: String,
+    /// Pebble's own certificate (trust it for the directory: --acme-ca).
+    tls_cert: PathBuf,
+    /// The root that issues (from the management port).
+    root: PathBuf,
+    mgmt_port: u16,
+}
+
+impl Pebble {
+    /// Pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on
+    /// `tls_port` of 127.0.0.1; `env`: extra PEBBLE_* settings.
+    fn start(http_port: u16, tls_port: u16, env: &[(&str, &str)]) -> Pebble {
+        let dir = tempfile::tempdir().unwrap();
+        let tls_cert = dir.path().join("pebble.pem");
+        let tls_key = dir.path().join("pebble.key");
+        // A self-signed server certificate for pebble's own HTTPS (not a
+        // CA: rustls's verifier refuses a CA as the server's certificate).
+        let ok = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-days",
+                "2",
+                "-addext",
+                "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                "-addext",
+                "basicConstraints=critical,CA:FALSE",
+                "-addext",
+                "extendedKeyUsage=serverAuth",
+                "-keyout",
+            ])
+            .arg(&tls_key)
+            .arg("-out")
+            .arg(&tls_cert)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "openssl req failed");
+        let (acme_port, mgmt_port, dns_port) = (free_port(), free_port(), free_port());
+        let config = dir.path().join("pebble.json");
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"pebble": {{"listenAddress": "127.0.0.1:{acme_port}",
+                "managementListenAddress": "127.0.0.1:{mgmt_port}",
+                "certificate": "{}", "privateKey": "{}",
+                "httpPort": {http_port}, "tlsPort": {tls_port},
+                "ocspResponderURL": "", "externalAccountBindingRequired": false}}}}"#,
+                tls_cert.display(),
+                tls_key.display()
+            ),
+        )
+        .unwrap();
+        let dns = Killed(
+            Command::new("pebble-challtestsrv")
+                .args(["-dns01", &format!("127.0.0.1:{dns_port}")])
+                .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
+                .args(["-management", &format!("127.0.0.1:{}", free_port())])
+                .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start pebble-challtestsrv"),
+        );
+        let mut p = Pebble {
+            _dns: dns,
+            pebble: None,
+            root: dir.path().join("root.pem"),
+            dir,
+            config,
+            dns_port,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            directory: format!("https://127.0.0.1:{acme_port}/dir"),
+            tls_cert,
+            mgmt_port,
+        };
+        p.run();
+        p
+    }
+
+    /// Starts pebble (again) and waits until it answers; the issuing root
+    /// is fetched the first time (pebble makes a new one at each start).
+    fn run(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("pebble.log")).unwrap();
+        let child = Command::new("pebble")
+            .arg("-config")
+            .arg(&self.config)
+            .args(["-dnsserver", &format!("127.0.0.1:{}", self.dns_port)])
+            .env("PEBBLE_VA_NOSLEEP", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start pebble");
+        self.pebble = Some(Killed(child));
+        let deadline = Instant::now() + PEBBLE_START;
+        loop {
+            let got = Command::new("curl")
+                .args(["-sf", "--cacert"])
+                .arg(&self.tls_cert)
+                .arg(format!("https://127.0.0.1:{}/roots/0", self.mgmt_port))
+                .arg("-o")
+                .arg(&self.root)
+                .status()
+                .unwrap()
+                .success();
+            if got {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pebble did not start: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn stop(&mut self) {
+        self.pebble = None;
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("pebble.log")).unwrap_or_default()
+    }
+}
+
+/// spindle's ACME options against `pebble`, for `domains`, with its
+/// state in `state`; plain HTTP on `http_port`, HTTPS on `tls_port`.
+fn acme_args(
+    pebble: &Pebble,
+    domains: &str,
+    state: &Path,
+    http_port: u16,
+    tls_port: u16,
+) -> Vec<String> {
+    let mut args = ca_args(&pebble.directory, domains, state, http_port, tls_port);
+    args.extend([
+        "--acme-ca".to_string(),
+        pebble.tls_cert.to_str().unwrap().to_string(),
+        "--acme-email".to_string(),
+        "ops@example.org".to_string(),
+    ]);
+    args
+}
+
+/// spindle's options for `domains` certified by the CA at `directory`.
+fn ca_args(
+    directory: &str,
+    domains: &str,
+    state: &Path,
+    http_port: u16,
+    tls_port: u16,
+) -> Vec<String> {
+    [
+        "--workers",
+        "1",
+        "--listen",
+        &format!("127.0.0.1:{http_port}"),
+        "--tls-listen",
+        &format!("127.0.0.1:{tls_port}"),
+        "--acme-domain",
+        domains,
+        "--acme-directory",
+        directory,
+        "--acme-state",
+        state.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn start(root: &DocRoot, args: &[String]) -> Server {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Server::start("io-uring", &root.dir, &args)
+}
+
+/// Waits for a line of spindle's log that contains `needle`.
+fn wait_log(srv: &Server, needle: &str, wait: Duration) -> String {
+    let deadline = Instant::now() + wait;
+    loop {
+        let log = srv.stderr();
+        if let Some(l) = log.lines().find(|l| l.contains(needle)) {
+            return l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no {needle:?} in:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `curl --cacert ROOT` of `path` on `name`, resolved to 127.0.0.1:port:
+/// the body, or curl's error.
+fn curl_https(root: &Path, name: &str, port: u16, path: &str) -> Result<Vec<u8>, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "--max-time", "10", "--cacert"])
+        .arg(root)
+        .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+        .arg(format!("https://{name}:{port}{path}"))
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn http01_certificate_then_a_restart_without_the_ca() {
+    if let Err(why) = tools() {
+        return test_skip::skip_or_fail(why);
+    }
+    let (http_port, tls_port) = (free_port(), free_port());
+    let mut pebble = Pebble::start(http_port, tls_port, &[]);
+    let root = DocRoot::new(false);
+    // A token file in the root is never what the CA is answered with.
+    std::fs::create_dir_all(root.path(".well-known/acme-challenge")).unwrap();
+    std::fs::write(root.path(".well-known/acme-challenge/planted"), "no").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("acme");
+    let args = acme_args(
+        &pebble,
+        "a.acme.test,b.acme.test",
+        &state_dir,
+        http_port,
+        tls_port,
+    );
+    let mut srv = start(&root, &args);
+    wait_log(&srv, "no certificate yet", Duration::ZERO);
+    let issued = wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    assert!(issued.contains("a.acme.test,b.acme.test"), "{issued}");
+    let want = root.read("page.txt");
+    for name in ["a.acme.test", "b.acme.test"] {
+        let got = curl_https(&pebble.root, name, tls_port, "/page.txt")
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", srv.stderr()));
+        assert_eq!(got, want, "{name}");
+    }
+    let planted = get(&srv, "/.well-known/acme-challenge/planted");
+    assert_eq!(planted.status, 404, "a token from the document root");
+    // The state: private files, the lock.
+    for f in [
+        "a.acme.test.crt",
+        "a.acme.test.key",
+        "account-127.0.0.1_",
+        "lock",
+    ] {
+        let entry = std::fs::read_dir(&state_dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .find(|e| e.file_name().to_string_lossy().starts_with(f))
+            .unwrap_or_else(|| panic!("no {f} in {}", state_dir.display()));
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&entry.metadata().unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600, "{f}");
+    }
+    srv.terminate();
+    drop(srv);
+
+    // The CA gone, the stored certificate serves at once.
+    pebble.stop();
+    let srv = start(&root, &args);
+    let line = wait_log(&srv, "using the stored certificate", Duration::ZERO);
+    assert!(line.contains("a.acme.test"), "{line}");
+    let got = curl_https(&pebble.root, "b.acme.test", tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+    assert_eq!(got, want);
+    std::thread::sleep(Duration::from_secs(1));
+    let log = srv.stderr();
+    assert!(
+        !log.contains("failed") && !log.contains("account"),
+        "the CA was contacted:\n{log}"
+    );
+}
+
+#[test]
+fn a_name_without_its_certificate_fails_the_handshake() {
+    if let Err(why) = tools() {
+        return test_skip::skip_or_fail(why);
+    }
+    // A CA that answers nothing: the order fails and backs off.
+    let (http_port, tls_port) = (free_port(), free_port());
+    let state = tempfile::tempdir().unwrap();
+    let root = DocRoot::new(false);
+    let args = ca_args(
+        &format!("https://127.0.0.1:{}/dir", free_port()),
+        "pending.acme.test",
+        state.path(),
+        http_port,
+        tls_port,
+    );
+    let srv = start(&root, &args);
+    let line = wait_log(&srv, "order failed (attempt 1)", ISSUE_WAIT);
+    assert!(line.contains("retrying in"), "{line}");
+    let any_ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls/ca.pem");
+    let e = curl_https(&any_ca, "pending.acme.test", tls_port, "/")
+        .expect_err("a handshake without a certificate");
+    assert!(e.contains("alert"), "{e}");
+    // Plain HTTP serves meanwhile.
+    assert_eq!(get(&srv, "/page.txt").status, 200);
+}
+
+#[test]
+fn an_unwritable_state_directory_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let (http, tls) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    for state in [
+        file.clone(),
+        file.join("acme"),
+        PathBuf::from("/proc/self/acme"),
+    ] {
+        startup_error(
+            &[
+                "--listen",
+                &http,
+                "--tls-listen",
+                &tls,
+                "--acme-domain",
+                "a.acme.test",
+                "--acme-state",
+                state.to_str().unwrap(),
+            ],
+            "acme-state",
+        );
+    }
+}
+
+#[test]
+fn acme_beside_a_certificate_for_the_same_name_is_refused() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+    let state = tempfile::tempdir().unwrap();
+    let tls = format!("127.0.0.1:{}", free_port());
+    // p256.pem names localhost.
+    startup_error(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-listen",
+            &tls,
+            "--tls-cert",
+            data.join("p256.pem").to_str().unwrap(),
+            "--tls-key",
+            data.join("p256.key").to_str().unwrap(),
+            "--acme-domain",
+            "localhost",
+            "--acme-state",
+            state.path().to_str().unwrap(),
+        ],
+        "acme-domain localhost",
+    );
+    startup_error(
+        &["--tls-listen", &tls, "--acme-domain", "a.acme.test"],
+        "plain listen",
+    );
+}
