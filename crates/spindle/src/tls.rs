@@ -305,6 +305,12 @@ fn server_config_with(
     if h2 {
         cfg.alpn_protocols.insert(0, b"h2".to_vec());
     }
+    if !acme.is_empty() {
+        // TLS-ALPN-01 validation (RFC 8737): only a CA's validator offers
+        // it, and the resolver answers it with the challenge certificate.
+        cfg.alpn_protocols
+            .push(crate::acme::challenge::ACME_TLS_ALPN.to_vec());
+    }
     cfg.ignore_client_order = true;
     cfg.session_storage = resumption.storage.clone();
     cfg.ticketer = resumption.ticketer.clone();
@@ -392,6 +398,13 @@ impl BySni {
 
 impl ResolvesServerCert for BySni {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let acme_validation = !self.acme.is_empty()
+            && hello
+                .alpn()
+                .is_some_and(|mut p| p.any(|p| p == crate::acme::challenge::ACME_TLS_ALPN));
+        if acme_validation {
+            return crate::acme::challenge::tls_alpn_certs().get(hello.server_name()?);
+        }
         self.pick(hello.server_name())
     }
 }

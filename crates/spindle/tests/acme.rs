@@ -231,10 +231,13 @@ fn ca_args(
     .collect()
 }
 
-fn start(root: &DocRoot, args: &[String]) -> Server {
+fn start(root: &DocRoot, args: &[String], env: &[(&str, &str)]) -> Server {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Server::start("io-uring", &root.dir, &args)
+    Server::start_env("io-uring", Some(&root.dir), &args, env)
 }
+
+/// HTTP-01 before TLS-ALPN-01 (a test knob).
+const HTTP01_FIRST: &[(&str, &str)] = &[("SPINDLE_ACME_CHALLENGE", "http-01")];
 
 /// Waits for a line of spindle's log that contains `needle`.
 fn wait_log(srv: &Server, needle: &str, wait: Duration) -> String {
@@ -286,10 +289,11 @@ fn http01_certificate_then_a_restart_without_the_ca() {
         http_port,
         tls_port,
     );
-    let mut srv = start(&root, &args);
+    let mut srv = start(&root, &args, HTTP01_FIRST);
     wait_log(&srv, "no certificate yet", Duration::ZERO);
     let issued = wait_log(&srv, "certificate issued", ISSUE_WAIT);
     assert!(issued.contains("a.acme.test,b.acme.test"), "{issued}");
+    assert!(issued.contains("(by http-01)"), "{issued}");
     let want = root.read("page.txt");
     for name in ["a.acme.test", "b.acme.test"] {
         let got = curl_https(&pebble.root, name, tls_port, "/page.txt")
@@ -319,7 +323,7 @@ fn http01_certificate_then_a_restart_without_the_ca() {
 
     // The CA gone, the stored certificate serves at once.
     pebble.stop();
-    let srv = start(&root, &args);
+    let srv = start(&root, &args, &[]);
     let line = wait_log(&srv, "using the stored certificate", Duration::ZERO);
     assert!(line.contains("a.acme.test"), "{line}");
     let got = curl_https(&pebble.root, "b.acme.test", tls_port, "/page.txt")
@@ -331,6 +335,31 @@ fn http01_certificate_then_a_restart_without_the_ca() {
         !log.contains("failed") && !log.contains("account"),
         "the CA was contacted:\n{log}"
     );
+}
+
+#[test]
+fn tls_alpn01_certificate_on_the_tls_listener() {
+    if let Err(why) = tools() {
+        return test_skip::skip_or_fail(why);
+    }
+    // Pebble's HTTP-01 port is closed: only TLS-ALPN-01 can pass.
+    let tls_port = free_port();
+    let pebble = Pebble::start(free_port(), tls_port, &[]);
+    let root = DocRoot::new(false);
+    let state = tempfile::tempdir().unwrap();
+    let args = acme_args(
+        &pebble,
+        "alpn.acme.test",
+        state.path(),
+        free_port(),
+        tls_port,
+    );
+    let srv = start(&root, &args, &[]);
+    let issued = wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    assert!(issued.contains("(by tls-alpn-01)"), "{issued}");
+    let got = curl_https(&pebble.root, "alpn.acme.test", tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+    assert_eq!(got, root.read("page.txt"));
 }
 
 #[test]
@@ -349,7 +378,7 @@ fn a_name_without_its_certificate_fails_the_handshake() {
         http_port,
         tls_port,
     );
-    let srv = start(&root, &args);
+    let srv = start(&root, &args, &[]);
     let line = wait_log(&srv, "order failed (attempt 1)", ISSUE_WAIT);
     assert!(line.contains("retrying in"), "{line}");
     let any_ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls/ca.pem");
@@ -414,7 +443,7 @@ fn acme_beside_a_certificate_for_the_same_name_is_refused() {
         "acme-domain localhost",
     );
     startup_error(
-        &["--tls-listen", &tls, "--acme-domain", "a.acme.test"],
-        "plain listen",
+        &["--listen", "127.0.0.1:0", "--acme-domain", "a.acme.test"],
+        "needs tls-listen",
     );
 }

@@ -15,6 +15,7 @@ use ring::signature::{
 use serde_json::{json, Value};
 use spindle_core::challenge::Http01Tokens;
 
+use super::challenge::{Kind, TlsAlpnCerts};
 use super::der;
 
 /// Longest any one HTTP exchange with the CA may take.
@@ -106,15 +107,59 @@ impl Reply {
     }
 }
 
-/// What an order needs of the server: where HTTP-01 answers go.
+/// What an order needs of the server: where each kind of answer goes
+/// (`None`: no listener for it), and the kind to try first.
 pub struct Challenges<'a> {
-    pub http01: &'a Http01Tokens,
+    pub http01: Option<&'a Http01Tokens>,
+    pub tls_alpn01: Option<&'a TlsAlpnCerts>,
+    pub prefer: Kind,
 }
 
-/// An issued certificate: the chain and its key, both PEM.
+impl Challenges<'_> {
+    /// The kinds this server can answer, preferred first.
+    fn kinds(&self) -> impl Iterator<Item = Kind> + '_ {
+        let other = match self.prefer {
+            Kind::TlsAlpn01 => Kind::Http01,
+            Kind::Http01 => Kind::TlsAlpn01,
+        };
+        [self.prefer, other].into_iter().filter(|k| match k {
+            Kind::Http01 => self.http01.is_some(),
+            Kind::TlsAlpn01 => self.tls_alpn01.is_some(),
+        })
+    }
+}
+
+/// An issued certificate: the chain and its key, both PEM, and the
+/// challenge that was answered (the last, if the order had several).
 pub struct Issued {
     pub chain_pem: Vec<u8>,
     pub key_pem: Vec<u8>,
+    pub by: Option<Kind>,
+}
+
+/// Takes an answer down when the attempt that put it up ends.
+struct Unpublish<'a> {
+    ch: &'a Challenges<'a>,
+    kind: Kind,
+    token: &'a str,
+    name: &'a str,
+}
+
+impl Drop for Unpublish<'_> {
+    fn drop(&mut self) {
+        match self.kind {
+            Kind::Http01 => {
+                if let Some(t) = self.ch.http01 {
+                    t.remove(self.token)
+                }
+            }
+            Kind::TlsAlpn01 => {
+                if let Some(c) = self.ch.tls_alpn01 {
+                    c.remove(self.name)
+                }
+            }
+        }
+    }
 }
 
 /// A client of one CA directory, with one account.
@@ -313,8 +358,9 @@ impl Client {
             .as_str()
             .ok_or("newOrder: no finalize URL")?
             .to_string();
+        let mut by = None;
         for a in &authzs {
-            self.authorize(a, ch)?;
+            by = self.authorize(a, ch)?.or(by);
         }
         // The certificate's key, and the request for it.
         let rng = SystemRandom::new();
@@ -367,26 +413,33 @@ impl Client {
         Ok(Issued {
             chain_pem,
             key_pem: pem("PRIVATE KEY", pkcs8.as_ref()),
+            by,
         })
     }
 
     /// Answers one authorization (unless it is valid already) and waits
-    /// for the CA's verdict.
-    fn authorize(&mut self, url: &str, ch: &Challenges) -> Result<(), String> {
+    /// for the CA's verdict; the kind of challenge answered.
+    fn authorize(&mut self, url: &str, ch: &Challenges) -> Result<Option<Kind>, String> {
         let authz = self.post(url, None)?.json()?;
         let name = authz["identifier"]["value"]
             .as_str()
             .unwrap_or("?")
             .to_string();
         if authz["status"] == "valid" {
-            return Ok(());
+            return Ok(None);
         }
-        let challenge = authz["challenges"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "http-01")
-            .ok_or_else(|| format!("{name}: the CA offers no http-01 challenge"))?;
+        let offered = authz["challenges"].as_array().cloned().unwrap_or_default();
+        let (kind, challenge) = ch
+            .kinds()
+            .find_map(|k| {
+                offered
+                    .iter()
+                    .find(|c| c["type"] == k.name())
+                    .map(|c| (k, c))
+            })
+            .ok_or_else(|| {
+                format!("{name}: the CA offers no challenge this server can answer (tls-alpn-01 on --tls-listen, http-01 on --listen)")
+            })?;
         let token = challenge["token"]
             .as_str()
             .ok_or_else(|| format!("{name}: challenge without a token"))?
@@ -395,23 +448,32 @@ impl Client {
             .as_str()
             .ok_or_else(|| format!("{name}: challenge without a URL"))?
             .to_string();
-        ch.http01
-            .insert(&token, &self.key.key_authorization(&token))?;
-        // The token goes when this attempt does, whatever its end.
-        struct Unpublish<'a>(&'a Http01Tokens, &'a str);
-        impl Drop for Unpublish<'_> {
-            fn drop(&mut self) {
-                self.0.remove(self.1);
-            }
+        let key_authorization = self.key.key_authorization(&token);
+        match kind {
+            Kind::Http01 => ch
+                .http01
+                .expect("kinds() offers it")
+                .insert(&token, &key_authorization)?,
+            Kind::TlsAlpn01 => ch.tls_alpn01.expect("kinds() offers it").insert(
+                &name,
+                &key_authorization,
+                super::now(),
+            )?,
         }
-        let _unpublish = Unpublish(ch.http01, &token);
+        // The answer goes when this attempt does, whatever its end.
+        let _unpublish = Unpublish {
+            ch,
+            kind,
+            token: &token,
+            name: &name,
+        };
         self.post(&challenge_url, Some(&json!({})))?;
         let started = Instant::now();
         for _ in 0..MAX_POLLS {
             let reply = self.post(url, None)?;
             let authz = reply.json()?;
             match authz["status"].as_str() {
-                Some("valid") => return Ok(()),
+                Some("valid") => return Ok(Some(kind)),
                 Some("pending") | Some("processing") => {}
                 s => {
                     let why = authz["challenges"]
@@ -421,8 +483,9 @@ impl Client {
                         .find_map(|c| c["error"]["detail"].as_str())
                         .unwrap_or("");
                     return Err(format!(
-                        "{name}: authorization {} {why}",
-                        s.unwrap_or("(no status)")
+                        "{name}: authorization {} by {} {why}",
+                        s.unwrap_or("(no status)"),
+                        kind.name()
                     ));
                 }
             }

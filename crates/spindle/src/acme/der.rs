@@ -108,6 +108,56 @@ pub fn csr(
     ]))
 }
 
+/// `id-pe-acmeIdentifier` (RFC 8737 §6.1).
+const OID_ACME_IDENTIFIER: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x1f];
+
+/// A UTCTime (years 1950 to 2049) for Unix seconds.
+fn utc_time(t: i64) -> Vec<u8> {
+    let (y, m, d, h, mi, s) = spindle_core::date::civil(t);
+    let text = format!("{:02}{m:02}{d:02}{h:02}{mi:02}{s:02}Z", y.rem_euclid(100));
+    tlv(UTC_TIME, text.as_bytes())
+}
+
+/// The TLS-ALPN-01 certificate for `name` (RFC 8737 §3): self-signed,
+/// `name` its only subjectAltName, and the critical acmeIdentifier
+/// extension holding the SHA-256 of the key authorization; valid from
+/// `now` less a day to `now` plus a week. `serial`: 16 random bytes.
+pub fn tls_alpn_cert(
+    name: &str,
+    digest: &[u8],
+    point: &[u8],
+    serial: [u8; 16],
+    now: i64,
+    sign: impl FnOnce(&[u8]) -> Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, String> {
+    let mut serial = serial;
+    serial[0] = (serial[0] & 0x7f) | 0x01; // positive, no leading zero
+    let dn = seq(&[&tlv(
+        SET,
+        &seq(&[
+            &tlv(OID, OID_COMMON_NAME),
+            &tlv(UTF8_STRING, b"ACME TLS-ALPN-01"),
+        ]),
+    )]);
+    let alg = seq(&[&tlv(OID, OID_ECDSA_SHA256)]);
+    let extensions = seq(&[
+        &extension(OID_SUBJECT_ALT_NAME, false, &san_value(&[name.to_string()])),
+        &extension(OID_ACME_IDENTIFIER, true, &tlv(OCTET_STRING, digest)),
+    ]);
+    let tbs = seq(&[
+        &tlv(0xa0, &tlv(INTEGER, &[2])),
+        &tlv(INTEGER, &serial),
+        &alg,
+        &dn,
+        &seq(&[&utc_time(now - 86_400), &utc_time(now + 7 * 86_400)]),
+        &dn,
+        &p256_spki(point),
+        &tlv(0xa3, &extensions),
+    ]);
+    let sig = sign(&tbs)?;
+    Ok(seq(&[&tbs, &alg, &bits(&sig)]))
+}
+
 /// A DER reader over a slice.
 struct Reader<'a>(&'a [u8]);
 
@@ -283,6 +333,23 @@ mod tests {
         ] {
             assert_eq!(cert_info(bad), None);
         }
+    }
+
+    #[test]
+    fn a_tls_alpn_certificate_reads_back() {
+        let cert = tls_alpn_cert(
+            "a.test",
+            &[7; 32],
+            &[4; 65],
+            [0xff; 16],
+            1_795_739_700,
+            |_| Ok(vec![0x30, 0x00]),
+        )
+        .unwrap();
+        let info = cert_info(&cert).unwrap();
+        assert_eq!(info.names, vec!["a.test".to_string()]);
+        assert_eq!(info.not_before, 1_795_739_700 - 86_400);
+        assert_eq!(info.not_after, 1_795_739_700 + 7 * 86_400);
     }
 
     #[test]

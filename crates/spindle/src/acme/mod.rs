@@ -20,7 +20,8 @@
 //! Test knobs (environment, read at start; not for production):
 //! `SPINDLE_ACME_RENEW_AFTER_SECS` renews a certificate that many seconds
 //! after its `notBefore` instead of at two thirds of its lifetime, and
-//! `SPINDLE_ACME_BACKOFF_MS` sets the first retry's delay.
+//! `SPINDLE_ACME_BACKOFF_MS` sets the first retry's delay, and
+//! `SPINDLE_ACME_CHALLENGE=http-01` tries HTTP-01 before TLS-ALPN-01.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -30,6 +31,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use spindle_core::challenge::Http01Tokens;
 
+pub mod challenge;
 mod client;
 pub mod der;
 pub mod store;
@@ -71,6 +73,9 @@ pub struct AcmeConfig {
     /// Extra roots trusted for the directory's own TLS.
     pub ca: Option<PathBuf>,
     pub state: PathBuf,
+    /// A plain listener answers HTTP-01 (TLS-ALPN-01 is answered on the
+    /// TLS listener, which automatic HTTPS always has).
+    pub http01: bool,
 }
 
 /// Every HTTP-01 answer of this process (one ACME thread at most).
@@ -111,7 +116,7 @@ impl Managed {
     }
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
@@ -367,14 +372,22 @@ fn run(
             continue;
         }
         let renewing = matches!(m.state, CertState::Valid { .. });
+        // TLS-ALPN-01 first (it needs only the TLS listener); after a
+        // failure, the other kind, in turn.
+        let challenges = Challenges {
+            http01: cfg.http01.then_some(&*http01),
+            tls_alpn01: Some(challenge::tls_alpn_certs()),
+            prefer: preferred(m.failures),
+        };
         let result = client_for(&cfg, &store, &roots, &mut client)
-            .and_then(|c| issue(c, &store, &m.names, &http01, &tls));
+            .and_then(|c| issue(c, &store, &m.names, &challenges, &tls));
         match result {
-            Ok(info) => {
+            Ok((info, by)) => {
                 crate::info!(
-                    "acme: {}: certificate {}, valid until {}; in use for new connections",
+                    "acme: {}: certificate {}{}, valid until {}; in use for new connections",
                     m.names.join(","),
                     if renewing { "renewed" } else { "issued" },
+                    by.map_or(String::new(), |k| format!(" (by {})", k.name())),
                     spindle_core::date::fmt_unix(info.not_after)
                 );
                 m.state = CertState::Valid {
@@ -460,16 +473,32 @@ fn issue(
     client: &mut Client,
     store: &Store,
     names: &[String],
-    http01: &Http01Tokens,
+    challenges: &Challenges,
     tls: &crate::tls::Shared,
-) -> Result<der::CertInfo, String> {
-    let issued = client.order(names, &Challenges { http01 })?;
+) -> Result<(der::CertInfo, Option<challenge::Kind>), String> {
+    let issued = client.order(names, challenges)?;
     let (cert, key) = store.cert_paths(names);
     // The key first: a chain beside an old key would not load.
     store::write_atomic(&key, &issued.key_pem).map_err(|e| format!("{}: {e}", key.display()))?;
     store::write_atomic(&cert, &issued.chain_pem)
         .map_err(|e| format!("{}: {e}", cert.display()))?;
-    load_stored(store, names, tls)?.ok_or_else(|| "the certificate just written is gone".into())
+    let info = load_stored(store, names, tls)?.ok_or("the certificate just written is gone")?;
+    Ok((info, issued.by))
+}
+
+/// The challenge tried first after `failures` failures in a row:
+/// TLS-ALPN-01, then each kind in turn (the test knob
+/// `SPINDLE_ACME_CHALLENGE=http-01` makes HTTP-01 first).
+fn preferred(failures: u32) -> challenge::Kind {
+    let first = match std::env::var("SPINDLE_ACME_CHALLENGE").as_deref() {
+        Ok("http-01") => challenge::Kind::Http01,
+        _ => challenge::Kind::TlsAlpn01,
+    };
+    match (first, failures % 2) {
+        (k, 0) => k,
+        (challenge::Kind::TlsAlpn01, _) => challenge::Kind::Http01,
+        (challenge::Kind::Http01, _) => challenge::Kind::TlsAlpn01,
+    }
 }
 
 #[cfg(test)]

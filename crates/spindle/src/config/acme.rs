@@ -74,11 +74,6 @@ pub(super) fn acme(
             "acme-domain needs tls-listen: the certificates are served there (e.g. --tls-listen 0.0.0.0:443)".into(),
         );
     }
-    if listen.is_empty() {
-        return Err(
-            "acme-domain needs a plain listen address, where the CA's HTTP-01 check is answered (e.g. --listen 0.0.0.0:80)".into(),
-        );
-    }
     if let Some(e) = &email {
         if !e.contains('@') || e.contains(|c: char| c.is_whitespace() || c.is_control()) {
             return Err(format!("acme-email {e:?}: not an e-mail address"));
@@ -96,6 +91,7 @@ pub(super) fn acme(
         directory,
         ca,
         state: state.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE)),
+        http01: !listen.is_empty(),
     }))
 }
 
@@ -190,15 +186,16 @@ mod tests {
             let e = Config::from_toml_text(&format!("{BASE}{text}")).unwrap_err();
             assert!(e.contains(needle) && !e.contains('\n'), "{text}: {e}");
         }
-        for (text, needle) in [
-            (
-                "tls-listen = [\"127.0.0.1:0\"]\nacme-domain = [\"a.org\"]\n",
-                "plain listen",
-            ),
-            ("acme-domain = [\"a.org\"]\n", "needs tls-listen"),
-        ] {
-            let e = Config::from_toml_text(text).unwrap_err();
-            assert!(e.contains(needle) && !e.contains('\n'), "{text}: {e}");
-        }
+        let e = Config::from_toml_text("acme-domain = [\"a.org\"]\n").unwrap_err();
+        assert!(e.contains("needs tls-listen") && !e.contains('\n'), "{e}");
+        // TLS-ALPN-01 alone, without a plain listener.
+        let only_tls = "tls-listen = [\"127.0.0.1:0\"]\nacme-domain = [\"a.org\"]\n";
+        assert!(
+            !Config::from_toml_text(only_tls)
+                .unwrap()
+                .acme
+                .unwrap()
+                .http01
+        );
     }
 }
