@@ -185,6 +185,17 @@ impl Pebble {
     }
 }
 
+/// A pebble validating on two free ports (plain, TLS) for spindle, with
+/// `env`; `None` (said) when the tools are missing.
+fn pebble_or_skip(env: &[(&str, &str)]) -> Option<(Pebble, u16, u16)> {
+    if let Err(why) = tools() {
+        test_skip::skip_or_fail(why);
+        return None;
+    }
+    let (http_port, tls_port) = (free_port(), free_port());
+    Some((Pebble::start(http_port, tls_port, env), http_port, tls_port))
+}
+
 /// spindle's ACME options against `pebble`, for `domains`, with its
 /// state in `state`; plain HTTP on `http_port`, HTTPS on `tls_port`.
 fn acme_args(
@@ -271,11 +282,9 @@ fn curl_https(root: &Path, name: &str, port: u16, path: &str) -> Result<Vec<u8>,
 
 #[test]
 fn http01_certificate_then_a_restart_without_the_ca() {
-    if let Err(why) = tools() {
-        return test_skip::skip_or_fail(why);
-    }
-    let (http_port, tls_port) = (free_port(), free_port());
-    let mut pebble = Pebble::start(http_port, tls_port, &[]);
+    let Some((mut pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
+        return;
+    };
     let root = DocRoot::new(false);
     // A token file in the root is never what the CA is answered with.
     std::fs::create_dir_all(root.path(".well-known/acme-challenge")).unwrap();
@@ -446,4 +455,119 @@ fn acme_beside_a_certificate_for_the_same_name_is_refused() {
         &["--listen", "127.0.0.1:0", "--acme-domain", "a.acme.test"],
         "needs tls-listen",
     );
+}
+
+/// The leaf certificate a TLS handshake for `name` gets, PEM.
+fn served_leaf(name: &str, port: u16) -> String {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", name])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let begin = text
+        .find("-----BEGIN CERTIFICATE-----")
+        .unwrap_or_else(|| panic!("no certificate from {name}: {text}"));
+    let end = text.find("-----END CERTIFICATE-----").unwrap() + 25;
+    text[begin..end].to_string()
+}
+
+/// The first certificate of a PEM file.
+fn first_pem(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let end = text.find("-----END CERTIFICATE-----").unwrap() + 25;
+    text[..end].to_string()
+}
+
+#[test]
+fn a_renewal_swaps_in_while_a_download_on_the_old_certificate_finishes() {
+    let Some((pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
+        return;
+    };
+    let root = DocRoot::new(true);
+    let state = tempfile::tempdir().unwrap();
+    let name = "renew.acme.test";
+    let args = acme_args(&pebble, name, state.path(), http_port, tls_port);
+    // Renewed 6 s after notBefore: after the download below has started.
+    let srv = start(&root, &args, &[("SPINDLE_ACME_RENEW_AFTER_SECS", "6")]);
+    wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    let crt = state.path().join(format!("{name}.crt"));
+    let old = first_pem(&crt);
+    assert_eq!(served_leaf(name, tls_port), old);
+    // 64 MiB at 8 MiB/s: about 8 s on the first certificate.
+    let out = state.path().join("big.out");
+    let mut dl = Killed(
+        Command::new("curl")
+            .args(["-sS", "--fail", "--limit-rate", "8M", "--cacert"])
+            .arg(&pebble.root)
+            .args(["--resolve", &format!("{name}:{tls_port}:127.0.0.1")])
+            .arg(format!("https://{name}:{tls_port}/big"))
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap(),
+    );
+    let renewed = wait_log(&srv, "certificate renewed", ISSUE_WAIT);
+    assert!(renewed.contains(name), "{renewed}");
+    assert!(
+        dl.0.try_wait().unwrap().is_none(),
+        "the download ended before the renewal; the test proves nothing"
+    );
+    let new = first_pem(&crt);
+    assert_ne!(new, old, "the renewal wrote a new certificate");
+    assert_eq!(served_leaf(name, tls_port), new, "new connections get it");
+    let st = dl.0.wait().unwrap();
+    assert!(st.success(), "the download on the old certificate failed");
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), BIG_SIZE);
+    assert_eq!(std::fs::read(&out).unwrap(), root.read("big"));
+}
+
+#[test]
+fn the_ca_down_at_first_then_up_the_order_completes_after_backoff() {
+    let Some((mut pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
+        return;
+    };
+    pebble.stop();
+    let root = DocRoot::new(false);
+    let state = tempfile::tempdir().unwrap();
+    let args = acme_args(
+        &pebble,
+        "later.acme.test",
+        state.path(),
+        http_port,
+        tls_port,
+    );
+    let srv = start(&root, &args, &[("SPINDLE_ACME_BACKOFF_MS", "500")]);
+    wait_log(&srv, "order failed (attempt 2)", ISSUE_WAIT);
+    assert_eq!(get(&srv, "/page.txt").status, 200, "plain HTTP serves");
+    pebble.run();
+    let issued = wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    assert!(issued.contains("later.acme.test"), "{issued}");
+    assert_eq!(get(&srv, "/page.txt").status, 200, "plain HTTP serves");
+    curl_https(&pebble.root, "later.acme.test", tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+}
+
+#[test]
+fn half_the_nonces_refused_still_issues() {
+    let Some((pebble, http_port, tls_port)) = pebble_or_skip(&[("PEBBLE_WFE_NONCEREJECT", "50")])
+    else {
+        return;
+    };
+    let root = DocRoot::new(false);
+    let state = tempfile::tempdir().unwrap();
+    let args = acme_args(
+        &pebble,
+        "nonce.acme.test",
+        state.path(),
+        http_port,
+        tls_port,
+    );
+    let srv = start(&root, &args, &[]);
+    wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    assert!(!srv.stderr().contains("failed"), "{}", srv.stderr());
+    curl_https(&pebble.root, "nonce.acme.test", tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
 }

@@ -303,6 +303,11 @@ impl Client {
             if kind == "urn:ietf:params:acme:error:badNonce" {
                 continue;
             }
+            if kind == "urn:ietf:params:acme:error:accountDoesNotExist" {
+                // The CA forgot the account (a test CA restarted): the
+                // next attempt registers the key again.
+                self.kid = None;
+            }
             return Err(format!(
                 "POST {url}: HTTP {status} {kind} {}",
                 problem["detail"].as_str().unwrap_or("")
