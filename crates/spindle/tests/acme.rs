@@ -280,6 +280,32 @@ fn curl_https(root: &Path, name: &str, port: u16, path: &str) -> Result<Vec<u8>,
     }
 }
 
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// `--metrics` at `addr`, scraped.
+fn scrape(addr: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5"])
+        .arg(format!("http://{addr}/metrics"))
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value of the one sample of family `name` in a scrape.
+fn sample(text: &str, name: &str) -> i64 {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
 #[test]
 fn http01_certificate_then_a_restart_without_the_ca() {
     let Some((mut pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
@@ -291,13 +317,15 @@ fn http01_certificate_then_a_restart_without_the_ca() {
     std::fs::write(root.path(".well-known/acme-challenge/planted"), "no").unwrap();
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("acme");
-    let args = acme_args(
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut args = acme_args(
         &pebble,
         "a.acme.test,b.acme.test",
         &state_dir,
         http_port,
         tls_port,
     );
+    args.extend(["--metrics".to_string(), metrics.clone()]);
     let mut srv = start(&root, &args, HTTP01_FIRST);
     wait_log(&srv, "no certificate yet", Duration::ZERO);
     let issued = wait_log(&srv, "certificate issued", ISSUE_WAIT);
@@ -309,6 +337,18 @@ fn http01_certificate_then_a_restart_without_the_ca() {
             .unwrap_or_else(|e| panic!("{name}: {e}\n{}", srv.stderr()));
         assert_eq!(got, want, "{name}");
     }
+    let m = scrape(&metrics);
+    let expiry = sample(&m, "spindle_acme_certificate_expiry_timestamp_seconds");
+    assert!(expiry > now() + 86_400, "{m}");
+    assert!(
+        sample(&m, "spindle_acme_next_attempt_timestamp_seconds") < expiry,
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "spindle_acme_certificates_issued_total"),
+        1,
+        "{m}"
+    );
     let planted = get(&srv, "/.well-known/acme-challenge/planted");
     assert_eq!(planted.status, 404, "a token from the document root");
     // The state: private files, the lock.
@@ -380,16 +420,25 @@ fn a_name_without_its_certificate_fails_the_handshake() {
     let (http_port, tls_port) = (free_port(), free_port());
     let state = tempfile::tempdir().unwrap();
     let root = DocRoot::new(false);
-    let args = ca_args(
+    let mut args = ca_args(
         &format!("https://127.0.0.1:{}/dir", free_port()),
         "pending.acme.test",
         state.path(),
         http_port,
         tls_port,
     );
+    let metrics = format!("127.0.0.1:{}", free_port());
+    args.extend(["--metrics".to_string(), metrics.clone()]);
     let srv = start(&root, &args, &[]);
     let line = wait_log(&srv, "order failed (attempt 1)", ISSUE_WAIT);
     assert!(line.contains("retrying in"), "{line}");
+    let m = scrape(&metrics);
+    assert!(sample(&m, "spindle_acme_failures_total") >= 1, "{m}");
+    assert_eq!(
+        sample(&m, "spindle_acme_certificate_expiry_timestamp_seconds"),
+        0,
+        "{m}"
+    );
     let any_ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls/ca.pem");
     let e = curl_https(&any_ca, "pending.acme.test", tls_port, "/")
         .expect_err("a handshake without a certificate");

@@ -24,7 +24,7 @@
 //! `SPINDLE_ACME_CHALLENGE=http-01` tries HTTP-01 before TLS-ALPN-01.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::pem::PemObject;
@@ -78,6 +78,84 @@ pub struct AcmeConfig {
     pub http01: bool,
 }
 
+/// What a scrape reports of one certificate (`spindle_acme_*`).
+#[derive(Debug, Clone, Default)]
+struct Status {
+    names: String,
+    /// Unix seconds; 0: none yet.
+    not_after: i64,
+    next_attempt: i64,
+    issued: u64,
+    failures: u64,
+}
+
+/// Every certificate's [`Status`], written by the ACME thread, read by
+/// the metrics listener's thread.
+static STATUS: Mutex<Vec<Status>> = Mutex::new(Vec::new());
+
+fn status(names: &[String], f: impl FnOnce(&mut Status)) {
+    let mut all = STATUS.lock().unwrap_or_else(|p| p.into_inner());
+    let joined = names.join(",");
+    let i = match all.iter().position(|s| s.names == joined) {
+        Some(i) => i,
+        None => {
+            all.push(Status {
+                names: joined,
+                ..Default::default()
+            });
+            all.len() - 1
+        }
+    };
+    f(&mut all[i]);
+}
+
+/// A metric family: name, type, help, and its value for a certificate.
+type Family = (&'static str, &'static str, &'static str, fn(&Status) -> i64);
+
+/// The `spindle_acme_*` families in the text exposition format; empty
+/// without `--acme-domain`.
+pub fn metrics_text() -> String {
+    use std::fmt::Write as _;
+    let all = STATUS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut o = String::new();
+    if all.is_empty() {
+        return o;
+    }
+    let families: [Family; 4] = [
+        (
+            "spindle_acme_certificate_expiry_timestamp_seconds",
+            "gauge",
+            "When the certificate in use expires (Unix time; 0: none yet), by its names.",
+            |s| s.not_after,
+        ),
+        (
+            "spindle_acme_next_attempt_timestamp_seconds",
+            "gauge",
+            "When the next order (first, renewal or retry) is due (Unix time).",
+            |s| s.next_attempt,
+        ),
+        (
+            "spindle_acme_certificates_issued_total",
+            "counter",
+            "Certificates obtained (first and renewals).",
+            |s| s.issued as i64,
+        ),
+        (
+            "spindle_acme_failures_total",
+            "counter",
+            "Orders that failed (each retried after a backoff).",
+            |s| s.failures as i64,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for s in all.iter() {
+            let _ = writeln!(o, "{name}{{names=\"{}\"}} {}", s.names, value(s));
+        }
+    }
+    o
+}
+
 /// Every HTTP-01 answer of this process (one ACME thread at most).
 static HTTP01: OnceLock<Arc<Http01Tokens>> = OnceLock::new();
 
@@ -106,6 +184,16 @@ struct Managed {
 }
 
 impl Managed {
+    /// Its state, for the metrics.
+    fn report(&self) {
+        status(&self.names, |s| {
+            s.next_attempt = self.due();
+            if let CertState::Valid { not_after, .. } = self.state {
+                s.not_after = not_after;
+            }
+        });
+    }
+
     /// When it wants an order (Unix seconds).
     fn due(&self) -> i64 {
         let want = match self.state {
@@ -200,12 +288,14 @@ pub fn prepare(
                 CertState::Missing
             }
         };
-        managed.push(Managed {
+        let m = Managed {
             names: names.clone(),
             state,
             failures: 0,
             not_before_try: 0,
-        });
+        };
+        m.report();
+        managed.push(m);
     }
     Ok(Prepared {
         cfg: cfg.clone(),
@@ -304,7 +394,24 @@ fn load_stored(
     names: &[String],
     tls: &crate::tls::Shared,
 ) -> Result<Option<der::CertInfo>, String> {
+    let Some(info) = stored_info(store, names)? else {
+        return Ok(None);
+    };
     let (cert, key) = store.cert_paths(names);
+    let spec = crate::tls::CertSpec {
+        names: names.to_vec(),
+        cert,
+        key,
+    };
+    let key = crate::tls::certified_key(&spec, &crate::tls::provider())?;
+    tls.set_acme(names, Arc::new(key))?;
+    Ok(Some(info))
+}
+
+/// The validity of the stored certificate for `names`, if it covers them
+/// and has not expired.
+fn stored_info(store: &Store, names: &[String]) -> Result<Option<der::CertInfo>, String> {
+    let (cert, _) = store.cert_paths(names);
     let Some(pem) = store::read(&cert)? else {
         return Ok(None);
     };
@@ -322,13 +429,6 @@ fn load_stored(
             spindle_core::date::fmt_unix(info.not_after)
         ));
     }
-    let spec = crate::tls::CertSpec {
-        names: names.to_vec(),
-        cert,
-        key,
-    };
-    let key = crate::tls::certified_key(&spec, &crate::tls::provider())?;
-    tls.set_acme(names, Arc::new(key))?;
     Ok(Some(info))
 }
 
@@ -352,12 +452,22 @@ fn run(
                 );
                 waited_for_lock = true;
             }
+            // Whatever the holder wrote since, in use at once (only a new
+            // certificate makes a new TLS configuration).
             for m in &mut managed {
-                if let Ok(Some(info)) = load_stored(&store, &m.names, &tls) {
+                let Ok(Some(info)) = stored_info(&store, &m.names) else {
+                    continue;
+                };
+                let fresh = match m.state {
+                    CertState::Valid { not_after, .. } => info.not_after != not_after,
+                    CertState::Missing => true,
+                };
+                if fresh && load_stored(&store, &m.names, &tls).is_ok() {
                     m.state = CertState::Valid {
                         not_after: info.not_after,
                         renew_at: renew_at(&info),
                     };
+                    m.report();
                 }
             }
             std::thread::sleep(LOCK_POLL);
@@ -396,11 +506,15 @@ fn run(
                 };
                 m.failures = 0;
                 m.not_before_try = 0;
+                status(&m.names, |s| s.issued += 1);
+                m.report();
             }
             Err(e) => {
                 m.failures += 1;
+                status(&m.names, |s| s.failures += 1);
                 let delay = backoff(m.failures);
                 m.not_before_try = now() + delay.as_secs().max(1) as i64;
+                m.report();
                 // A client whose nonce or directory went stale starts over.
                 client = client.filter(|c| c.account_url().is_some());
                 crate::warn!(
