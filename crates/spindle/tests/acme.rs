@@ -508,6 +508,11 @@ fn acme_beside_a_certificate_for_the_same_name_is_refused() {
 
 /// The leaf certificate a TLS handshake for `name` gets, PEM.
 fn served_leaf(name: &str, port: u16) -> String {
+    served_leaf_or_none(name, port).unwrap_or_else(|| panic!("no certificate for {name}"))
+}
+
+/// [`served_leaf`], or `None` when the handshake fails.
+fn served_leaf_or_none(name: &str, port: u16) -> Option<String> {
     let out = Command::new("openssl")
         .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
         .args(["-servername", name])
@@ -516,11 +521,9 @@ fn served_leaf(name: &str, port: u16) -> String {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let begin = text
-        .find("-----BEGIN CERTIFICATE-----")
-        .unwrap_or_else(|| panic!("no certificate from {name}: {text}"));
-    let end = text.find("-----END CERTIFICATE-----").unwrap() + 25;
-    text[begin..end].to_string()
+    let begin = text.find("-----BEGIN CERTIFICATE-----")?;
+    let end = text.find("-----END CERTIFICATE-----")? + 25;
+    Some(text[begin..end].to_string())
 }
 
 /// The first certificate of a PEM file.
@@ -619,4 +622,39 @@ fn half_the_nonces_refused_still_issues() {
     assert!(!srv.stderr().contains("failed"), "{}", srv.stderr());
     curl_https(&pebble.root, "nonce.acme.test", tls_port, "/page.txt")
         .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+}
+
+#[test]
+fn a_second_spindle_on_the_same_state_orders_nothing_and_takes_what_the_first_wrote() {
+    let Some((pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
+        return;
+    };
+    let root = DocRoot::new(false);
+    let state = tempfile::tempdir().unwrap();
+    let name = "shared.acme.test";
+    // The first takes the lock at start (before its startup line), then
+    // orders; the second, as a handover's successor would, finds the lock
+    // taken while it has no certificate yet.
+    let first = start(
+        &root,
+        &acme_args(&pebble, name, state.path(), http_port, tls_port),
+        &[],
+    );
+    let second_tls = free_port();
+    let args = acme_args(&pebble, name, state.path(), free_port(), second_tls);
+    let second = start(&root, &args, &[]);
+    wait_log(&second, "is locked by another spindle", ISSUE_WAIT);
+    wait_log(&first, "certificate issued", ISSUE_WAIT);
+    // Within a lock poll, the second serves what the first obtained.
+    let deadline = Instant::now() + ISSUE_WAIT;
+    let want = first_pem(&state.path().join(format!("{name}.crt")));
+    while served_leaf_or_none(name, second_tls).as_deref() != Some(&want) {
+        assert!(Instant::now() < deadline, "{}", second.stderr());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !second.stderr().contains("acme: account"),
+        "{}",
+        second.stderr()
+    );
 }
