@@ -38,7 +38,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
                 Some(u) if is_root() => Some(lookup_user(u)?),
                 _ => None,
             };
-            Some(crate::acme::store::Store::open(&a.state, owner)?)
+            Some(crate::acme::store::Store::open(
+                &a.state,
+                &a.directory,
+                owner,
+            )?)
         }
         None => None,
     };

@@ -176,6 +176,13 @@ impl Pebble {
         }
     }
 
+    /// Where spindle keeps `file` of this CA in the state directory
+    /// `state`: the subdirectory named after the directory's host and port.
+    fn stored(&self, state: &Path, file: &str) -> PathBuf {
+        let host = self.directory.split('/').nth(2).unwrap();
+        state.join(host.replace(':', "_")).join(file)
+    }
+
     fn stop(&mut self) {
         self.pebble = None;
     }
@@ -351,21 +358,20 @@ fn http01_certificate_then_a_restart_without_the_ca() {
     );
     let planted = get(&srv, "/.well-known/acme-challenge/planted");
     assert_eq!(planted.status, 404, "a token from the document root");
-    // The state: private files, the lock.
-    for f in [
-        "a.acme.test.crt",
-        "a.acme.test.key",
-        "account-127.0.0.1_",
-        "lock",
+    // The state: private files in the CA's own directory, the lock.
+    let ca_dir = pebble.stored(&state_dir, "");
+    for (path, want) in [
+        (state_dir.clone(), 0o700),
+        (ca_dir.clone(), 0o700),
+        (state_dir.join("lock"), 0o600),
+        (ca_dir.join("a.acme.test.crt"), 0o600),
+        (ca_dir.join("a.acme.test.key"), 0o600),
+        (ca_dir.join("account.key"), 0o600),
+        (ca_dir.join("account.url"), 0o600),
     ] {
-        let entry = std::fs::read_dir(&state_dir)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .find(|e| e.file_name().to_string_lossy().starts_with(f))
-            .unwrap_or_else(|| panic!("no {f} in {}", state_dir.display()));
-        let mode =
-            std::os::unix::fs::PermissionsExt::mode(&entry.metadata().unwrap().permissions());
-        assert_eq!(mode & 0o777, 0o600, "{f}");
+        let meta = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions());
+        assert_eq!(mode & 0o777, want, "{path:?}");
     }
     srv.terminate();
     drop(srv);
@@ -545,7 +551,7 @@ fn a_renewal_swaps_in_while_a_download_on_the_old_certificate_finishes() {
     // Renewed 6 s after notBefore: after the download below has started.
     let srv = start(&root, &args, &[("SPINDLE_ACME_RENEW_AFTER_SECS", "6")]);
     wait_log(&srv, "certificate issued", ISSUE_WAIT);
-    let crt = state.path().join(format!("{name}.crt"));
+    let crt = pebble.stored(state.path(), &format!("{name}.crt"));
     let old = first_pem(&crt);
     assert_eq!(served_leaf(name, tls_port), old);
     // 64 MiB at 8 MiB/s: about 8 s on the first certificate.
@@ -647,7 +653,7 @@ fn a_second_spindle_on_the_same_state_orders_nothing_and_takes_what_the_first_wr
     wait_log(&first, "certificate issued", ISSUE_WAIT);
     // Within a lock poll, the second serves what the first obtained.
     let deadline = Instant::now() + ISSUE_WAIT;
-    let want = first_pem(&state.path().join(format!("{name}.crt")));
+    let want = first_pem(&pebble.stored(state.path(), &format!("{name}.crt")));
     while served_leaf_or_none(name, second_tls).as_deref() != Some(&want) {
         assert!(Instant::now() < deadline, "{}", second.stderr());
         std::thread::sleep(Duration::from_millis(200));

@@ -543,7 +543,7 @@ fn client_for<'a>(
     client: &'a mut Option<Client>,
 ) -> Result<&'a mut Client, String> {
     if client.is_none() {
-        let (key_path, url_path) = store.account_paths(&cfg.directory);
+        let (key_path, url_path) = store.account_paths();
         let pkcs8 = match store::read(&key_path)? {
             Some(pem) => rustls::pki_types::PrivatePkcs8KeyDer::from_pem_slice(&pem)
                 .map_err(|e| format!("{}: {e}", key_path.display()))?
@@ -572,7 +572,7 @@ fn client_for<'a>(
     let c = client.as_mut().expect("just made");
     if c.account_url().is_none() {
         c.ensure_account(cfg.email.as_deref())?;
-        let (_, url_path) = store.account_paths(&cfg.directory);
+        let (_, url_path) = store.account_paths();
         let url = c.account_url().expect("account made");
         store::write_atomic(&url_path, url.as_bytes())
             .map_err(|e| format!("{}: {e}", url_path.display()))?;

@@ -7,7 +7,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Largest state file read (a chain of a few certificates, a key, a URL).
@@ -28,16 +28,25 @@ pub enum Lock {
 /// The state directory, checked writable at start.
 pub struct Store {
     dir: PathBuf,
+    /// The CA's own subdirectory (its host and port): its account, and
+    /// the certificates it issued, so that a certificate from a staging
+    /// CA is never served once the production one is configured.
+    ca_dir: PathBuf,
     lock_file: File,
     lock: Lock,
 }
 
 impl Store {
-    /// Creates the directory (mode 0700) if it is missing and opens its
-    /// lock file, which proves it writable; `owner` (uid, gid): the user
-    /// spindle will run as (`--user`), given the directory and its files.
+    /// Creates the directory and the subdirectory of the CA at
+    /// `directory_url` (mode 0700) if they are missing and opens the lock
+    /// file, which proves it writable; `owner` (uid, gid): the user
+    /// spindle will run as (`--user`), given both and their files.
     /// Errors are one line.
-    pub fn open(dir: &Path, owner: Option<(u32, u32)>) -> Result<Store, String> {
+    pub fn open(
+        dir: &Path,
+        directory_url: &str,
+        owner: Option<(u32, u32)>,
+    ) -> Result<Store, String> {
         let fail = |e: std::io::Error| {
             format!(
                 "acme-state {}: {e}; the directory must be writable by the user spindle runs as",
@@ -60,20 +69,22 @@ impl Store {
             .mode(0o600)
             .open(dir.join(LOCK_FILE))
             .map_err(fail)?;
-        // A probe that a file can be written beside it, as certificates
-        // will be (a read-only lock file left by someone else would pass
-        // the open above).
-        write_atomic(&dir.join(".probe"), b"").map_err(fail)?;
-        let _ = std::fs::remove_file(dir.join(".probe"));
+        let ca_dir = dir.join(file_name(ca_host(directory_url)));
+        match std::fs::DirBuilder::new().mode(0o700).create(&ca_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(fail(e)),
+            _ => {}
+        }
+        // A probe that a file can be written there, as certificates will
+        // be (a read-only lock file left by someone else would pass the
+        // open above).
+        write_atomic(&ca_dir.join(".probe"), b"").map_err(fail)?;
+        let _ = std::fs::remove_file(ca_dir.join(".probe"));
         if let Some((uid, gid)) = owner {
-            std::os::unix::fs::chown(dir, Some(uid), Some(gid)).map_err(fail)?;
-            for entry in std::fs::read_dir(dir).map_err(fail)? {
-                let path = entry.map_err(fail)?.path();
-                std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).map_err(fail)?;
-            }
+            chown_tree(dir, uid, gid, 2).map_err(fail)?;
         }
         let mut store = Store {
             dir: dir.to_path_buf(),
+            ca_dir,
             lock_file,
             lock: Lock::HeldElsewhere,
         };
@@ -107,26 +118,39 @@ impl Store {
     pub fn cert_paths(&self, names: &[String]) -> (PathBuf, PathBuf) {
         let base = file_name(&names[0]);
         (
-            self.dir.join(format!("{base}.crt")),
-            self.dir.join(format!("{base}.key")),
+            self.ca_dir.join(format!("{base}.crt")),
+            self.ca_dir.join(format!("{base}.key")),
         )
     }
 
-    /// The account's key and URL files for a directory URL.
-    pub fn account_paths(&self, directory: &str) -> (PathBuf, PathBuf) {
-        let host = directory
-            .split("://")
-            .nth(1)
-            .unwrap_or(directory)
-            .split('/')
-            .next()
-            .unwrap_or("ca");
-        let base = format!("account-{}", file_name(host));
+    /// The account's key and URL files.
+    pub fn account_paths(&self) -> (PathBuf, PathBuf) {
         (
-            self.dir.join(format!("{base}.key")),
-            self.dir.join(format!("{base}.url")),
+            self.ca_dir.join("account.key"),
+            self.ca_dir.join("account.url"),
         )
     }
+}
+
+/// The host (and port) of a directory URL.
+fn ca_host(directory: &str) -> &str {
+    let rest = directory.split_once("://").map_or(directory, |(_, r)| r);
+    match rest.split('/').next() {
+        Some(h) if !h.is_empty() => h,
+        _ => "ca",
+    }
+}
+
+/// Gives `path`, and what is beneath it down to `depth` levels, to
+/// `uid`:`gid` (symbolic links themselves, not what they name).
+fn chown_tree(path: &Path, uid: u32, gid: u32, depth: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    if depth > 0 && std::fs::symlink_metadata(path)?.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid, depth - 1)?;
+        }
+    }
+    Ok(())
 }
 
 /// A name as a file name: letters, digits, `.`, `-`; anything else `_`.
@@ -195,10 +219,11 @@ mod tests {
     #[test]
     fn writes_are_whole_and_private() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(&dir.path().join("acme"), None).unwrap();
+        let ca = "https://127.0.0.1:14000/dir";
+        let mut s = Store::open(&dir.path().join("acme"), ca, None).unwrap();
         assert_eq!(s.try_lock(), Lock::Held);
         let (crt, _) = s.cert_paths(&["Example.org".into()]);
-        assert!(crt.ends_with("example.org.crt"));
+        assert!(crt.ends_with("127.0.0.1_14000/example.org.crt"), "{crt:?}");
         write_atomic(&crt, b"one").unwrap();
         write_atomic(&crt, b"two").unwrap();
         assert_eq!(read(&crt).unwrap().unwrap(), b"two");
@@ -208,13 +233,17 @@ mod tests {
         assert_eq!(dmode, 0o700);
         // A second opener (another process, or a second open here: flock
         // locks belong to the open file) finds it held.
-        let mut other = Store::open(s.dir(), None).unwrap();
+        let mut other = Store::open(s.dir(), ca, None).unwrap();
         assert_eq!(other.try_lock(), Lock::HeldElsewhere);
         drop(s);
         assert_eq!(other.try_lock(), Lock::Held);
-        let (key, url) = other.account_paths("https://127.0.0.1:14000/dir");
-        assert!(key.ends_with("account-127.0.0.1_14000.key"), "{key:?}");
-        assert!(url.ends_with("account-127.0.0.1_14000.url"));
+        let (key, url) = other.account_paths();
+        assert!(key.ends_with("127.0.0.1_14000/account.key"), "{key:?}");
+        assert!(url.ends_with("127.0.0.1_14000/account.url"));
+        assert_eq!(
+            ca_host("https://acme-v02.api.letsencrypt.org/directory"),
+            "acme-v02.api.letsencrypt.org"
+        );
         assert_eq!(read(&dir.path().join("none")).unwrap(), None);
     }
 
@@ -224,7 +253,9 @@ mod tests {
         let f = dir.path().join("file");
         std::fs::write(&f, "x").unwrap();
         for path in [f.clone(), f.join("sub")] {
-            let e = Store::open(&path, None).err().unwrap();
+            let e = Store::open(&path, "https://ca.test/dir", None)
+                .err()
+                .unwrap();
             assert!(e.starts_with("acme-state ") && !e.contains('\n'), "{e}");
         }
     }
