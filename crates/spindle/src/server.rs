@@ -79,7 +79,11 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // Automatic HTTPS: the state directory is checked as the user that
     // will write it, and stored certificates are in before any worker.
     let acme = match (&cfg.acme, &tls, acme_store) {
-        (Some(acme), Some(t), Some(store)) => Some(crate::acme::prepare(acme, store, t.clone())?),
+        (Some(acme), Some(t), Some(store)) => {
+            let mut addrs = listeners.addrs(Kind::Tls);
+            addrs.extend(listeners.addrs(Kind::Plain));
+            Some(crate::acme::prepare(acme, store, t.clone(), addrs)?)
+        }
         _ => None,
     };
 

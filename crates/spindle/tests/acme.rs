@@ -664,3 +664,41 @@ fn a_second_spindle_on_the_same_state_orders_nothing_and_takes_what_the_first_wr
         second.stderr()
     );
 }
+
+#[test]
+fn under_user_the_state_directory_is_the_users() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !test_skip::is_root() {
+        return test_skip::skip_or_fail("not root: there is no root to drop for --user");
+    }
+    let Some((pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
+        return;
+    };
+    // nobody must reach the root and the state directory's parent.
+    let root = DocRoot::new(false);
+    std::fs::set_permissions(&root.dir, PermissionsExt::from_mode(0o755)).unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(parent.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let state = parent.path().join("acme");
+    // A state directory root made earlier, with a file in it.
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(state.join("lock"), "").unwrap();
+    let name = "user.acme.test";
+    let mut args = acme_args(&pebble, name, &state, http_port, tls_port);
+    args.extend(["--user".to_string(), "nobody".to_string()]);
+    let srv = start(&root, &args, &[]);
+    wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    curl_https(&pebble.root, name, tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+    for path in [
+        state.clone(),
+        state.join("lock"),
+        pebble.stored(&state, ""),
+        pebble.stored(&state, "account.key"),
+        pebble.stored(&state, &format!("{name}.crt")),
+        pebble.stored(&state, &format!("{name}.key")),
+    ] {
+        let uid = std::fs::metadata(&path).unwrap().uid();
+        assert_eq!(uid, 65534, "{path:?} belongs to nobody");
+    }
+}

@@ -23,6 +23,7 @@
 //! `SPINDLE_ACME_BACKOFF_MS` sets the first retry's delay, and
 //! `SPINDLE_ACME_CHALLENGE=http-01` tries HTTP-01 before TLS-ALPN-01.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -246,15 +247,19 @@ pub struct Prepared {
     roots: Vec<Vec<u8>>,
     tls: Arc<crate::tls::Shared>,
     managed: Vec<Managed>,
+    listening: Vec<SocketAddr>,
 }
 
 /// Takes the opened state directory ([`Store::open`], an error line if it
 /// cannot be written) and puts every stored certificate still valid into `tls` at once; then
 /// [`Prepared::spawn`] starts the thread that orders and renews.
+/// `listening`: the addresses of the TLS and plain listeners, which the
+/// names should resolve to (a warning if they cannot).
 pub fn prepare(
     cfg: &AcmeConfig,
     store: Store,
     tls: Arc<crate::tls::Shared>,
+    listening: Vec<SocketAddr>,
 ) -> Result<Prepared, String> {
     let roots = roots(cfg)?;
     let mut managed = Vec::new();
@@ -303,6 +308,7 @@ pub fn prepare(
         roots,
         tls,
         managed,
+        listening,
     })
 }
 
@@ -315,13 +321,43 @@ impl Prepared {
             roots,
             tls,
             managed,
+            listening,
         } = self;
         std::thread::Builder::new()
             .name("acme".into())
-            .spawn(move || run(cfg, store, roots, tls, managed))
+            .spawn(move || {
+                // DNS may block: here, not on the main thread.
+                for name in cfg.certs.iter().flatten() {
+                    if let Some(why) = not_covered(name, &listening) {
+                        crate::warn!("acme: {name}: {why}; the CA checks the name at its address, so it must reach this server there");
+                    }
+                }
+                run(cfg, store, roots, tls, managed)
+            })
             .map(drop)
             .map_err(|e| format!("cannot start the ACME thread: {e}"))
     }
+}
+
+/// Why `name` may not reach any of the `listening` addresses, if it may
+/// not: it does not resolve, or every listener is bound to an address it
+/// does not resolve to. (A listener on `0.0.0.0` or `[::]` covers any.)
+fn not_covered(name: &str, listening: &[SocketAddr]) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let resolved: Vec<std::net::IpAddr> = match (name, 443).to_socket_addrs() {
+        Ok(a) => a.map(|a| a.ip()).collect(),
+        Err(_) => Vec::new(),
+    };
+    if resolved.is_empty() {
+        return Some("not found in DNS from here".into());
+    }
+    let covered = listening
+        .iter()
+        .any(|l| l.ip().is_unspecified() || resolved.contains(&l.ip()));
+    (!covered).then(|| {
+        let list: Vec<String> = resolved.iter().map(|a| a.to_string()).collect();
+        format!("resolves to {}, where no listener is bound", list.join(" "))
+    })
 }
 
 /// A name certified by ACME may not be one of a `--tls-cert`'s names too
@@ -626,6 +662,19 @@ mod tests {
         let d3 = backoff(3).as_secs_f64();
         assert!((90.0..=150.0).contains(&d3), "{d3}");
         assert!(backoff(40) <= MAX_BACKOFF.mul_f64(1.25));
+    }
+
+    #[test]
+    fn a_name_no_listener_covers_is_named() {
+        let local: SocketAddr = "127.0.0.1:443".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:443".parse().unwrap();
+        let other: SocketAddr = "192.0.2.1:443".parse().unwrap();
+        assert_eq!(not_covered("localhost", &[local]), None);
+        assert_eq!(not_covered("localhost", &[any]), None);
+        let why = not_covered("localhost", &[other]).unwrap();
+        assert!(why.contains("no listener"), "{why}");
+        let why = not_covered("no-such-name.invalid", &[any]).unwrap();
+        assert!(why.contains("not found in DNS"), "{why}");
     }
 
     #[test]
