@@ -702,3 +702,33 @@ fn under_user_the_state_directory_is_the_users() {
         assert_eq!(uid, 65534, "{path:?} belongs to nobody");
     }
 }
+
+#[test]
+fn the_ca_restarted_mid_renewal_serving_goes_on_and_the_renewal_completes() {
+    let Some((mut pebble, http_port, tls_port)) = pebble_or_skip(&[]) else {
+        return;
+    };
+    let root = DocRoot::new(false);
+    let state = tempfile::tempdir().unwrap();
+    let name = "restart.acme.test";
+    let args = acme_args(&pebble, name, state.path(), http_port, tls_port);
+    let env = [
+        ("SPINDLE_ACME_RENEW_AFTER_SECS", "4"),
+        ("SPINDLE_ACME_BACKOFF_MS", "500"),
+    ];
+    let srv = start(&root, &args, &env);
+    wait_log(&srv, "certificate issued", ISSUE_WAIT);
+    pebble.stop();
+    let old_root = state.path().join("old-root.pem");
+    std::fs::copy(&pebble.root, &old_root).unwrap();
+    wait_log(&srv, "renewal failed (attempt 1)", ISSUE_WAIT);
+    // Serving goes on, on the certificate in use.
+    curl_https(&old_root, name, tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+    // A new pebble: a new root, and no memory of the account.
+    pebble.run();
+    wait_log(&srv, "certificate renewed", ISSUE_WAIT);
+    wait_log(&srv, "accountDoesNotExist", Duration::ZERO);
+    curl_https(&pebble.root, name, tls_port, "/page.txt")
+        .unwrap_or_else(|e| panic!("{e}\n{}", srv.stderr()));
+}

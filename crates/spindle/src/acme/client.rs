@@ -207,6 +207,12 @@ impl Client {
         }
     }
 
+    /// Forgets the directory and the nonce (kept: the key and account).
+    pub fn forget_session(&mut self) {
+        self.dir = None;
+        self.nonce = None;
+    }
+
     pub fn account_url(&self) -> Option<&str> {
         self.kid.as_deref()
     }

@@ -551,8 +551,11 @@ fn run(
                 let delay = backoff(m.failures);
                 m.not_before_try = now() + delay.as_secs().max(1) as i64;
                 m.report();
-                // A client whose nonce or directory went stale starts over.
-                client = client.filter(|c| c.account_url().is_some());
+                // The CA may have restarted or moved: the next attempt
+                // reads the directory again and takes a new nonce.
+                if let Some(c) = client.as_mut() {
+                    c.forget_session();
+                }
                 crate::warn!(
                     "acme: {}: {} failed (attempt {}): {e}; retrying in {:.0?}; {}",
                     m.names.join(","),
