@@ -576,6 +576,7 @@ fn one(
     }
     common::write_urls_scheme(&urls, scheme, running.port, &set.files)?;
     let load = Load {
+        rate: None,
         urls,
         parallel,
         end,

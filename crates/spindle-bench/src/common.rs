@@ -261,6 +261,9 @@ pub enum End {
 pub struct Load {
     pub urls: PathBuf,
     pub parallel: u64,
+    /// Open loop instead: start this many fetches a second (`-rate`;
+    /// latency counts from each fetch's intended start).
+    pub rate: Option<u64>,
     pub end: End,
     pub keepalive: bool,
     pub idle: u64,
@@ -305,7 +308,10 @@ pub fn run_load(load: &Load, workdir: &Path, tag: &str) -> Result<Value> {
     }
     argv.push(exe.display().to_string());
     argv.push("__load".into());
-    argv.extend(["-parallel".into(), load.parallel.to_string()]);
+    match load.rate {
+        Some(r) => argv.extend(["-rate".into(), r.to_string()]),
+        None => argv.extend(["-parallel".into(), load.parallel.to_string()]),
+    }
     match load.end {
         End::Fetches(n) => argv.extend(["-fetches".into(), n.to_string()]),
         End::Seconds(s) => argv.extend(["-seconds".into(), format!("{s}")]),

@@ -94,6 +94,37 @@ pub const COLUMNS: [Column; 6] = [
     col("non_200", "non-200", 0),
 ];
 
+/// The hot experiment's sets, made if missing: 100 KiB files (1 GB;
+/// 20 MB with `--quick`) and 1 KiB files.
+pub(crate) fn sets(c: &CommonArgs) -> Result<(DataSet, DataSet)> {
+    let scale = if c.quick { 0.002 } else { 0.1 };
+    let small = data::ensure(&c.data, SetKind::Small, scale, true)?;
+    let tiny_scale = if c.quick { 0.2 } else { 1.0 };
+    let tiny = data::ensure(&c.data, SetKind::Tiny, tiny_scale, true)?;
+    Ok((small, tiny))
+}
+
+/// The first `n` files of a set as paths from the data root
+/// (`small-s0.1/000123`).
+pub(crate) fn rel(set: &DataSet, n: usize) -> Vec<String> {
+    let prefix = set
+        .dir
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_string();
+    set.files
+        .iter()
+        .take(n)
+        .map(|f| format!("{prefix}/{f}"))
+        .collect()
+}
+
+/// Reads the first `n` files of a set, so that they are cached.
+pub(crate) fn warm(set: &DataSet, n: usize) {
+    read_all(set, &set.files.iter().take(n).cloned().collect::<Vec<_>>());
+}
+
 fn read_all(set: &DataSet, files: &[String]) {
     for f in files {
         let _ = std::fs::read(set.dir.join(f));
@@ -127,14 +158,7 @@ pub fn run(a: HotArgs) -> Result<()> {
     } else {
         &[Mode::KeepAlive, Mode::PerFetch]
     };
-    let scale = if c.quick { 0.002 } else { 0.1 };
-    let small = data::ensure(&c.data, SetKind::Small, scale, true)?;
-    let tiny = data::ensure(
-        &c.data,
-        SetKind::Tiny,
-        if c.quick { 0.2 } else { 1.0 },
-        true,
-    )?;
+    let (small, tiny) = sets(c)?;
     let seconds = if c.quick {
         a.seconds.min(0.5)
     } else {
@@ -145,32 +169,12 @@ pub fn run(a: HotArgs) -> Result<()> {
     for (s, v) in &servers {
         machine.versions.insert(s.name(), v.clone());
     }
-    let rel = |set: &DataSet, n: usize| -> Vec<String> {
-        let prefix = set
-            .dir
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .to_string();
-        set.files
-            .iter()
-            .take(n)
-            .map(|f| format!("{prefix}/{f}"))
-            .collect()
-    };
     let sets = [
         ("100 KiB", rel(&small, HOT_SMALL_FILES), &small),
         ("1 KiB", rel(&tiny, usize::MAX), &tiny),
     ];
     for (_, _, set) in &sets {
-        read_all(
-            set,
-            &set.files
-                .iter()
-                .take(HOT_SMALL_FILES)
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+        warm(set, HOT_SMALL_FILES);
     }
     let mut report = Report::new(
         name_of_run,
@@ -300,7 +304,10 @@ pub fn run(a: HotArgs) -> Result<()> {
     Ok(())
 }
 
-fn measure(
+/// One measurement with the load generator: a short warm-up (open-file
+/// caches, TCP), then `seconds` of load, the server's CPU counted around
+/// it.
+pub(crate) fn measure(
     running: &Running,
     urls: &std::path::Path,
     keepalive: bool,
@@ -310,6 +317,7 @@ fn measure(
     work: &std::path::Path,
 ) -> Result<BTreeMap<String, f64>> {
     let mut load = Load {
+        rate: None,
         urls: urls.to_path_buf(),
         parallel,
         end: End::Seconds((seconds / 5.0).clamp(0.2, 2.0)),

@@ -229,6 +229,7 @@ fn step(
         })
     };
     let load = Load {
+        rate: None,
         urls: urls.to_path_buf(),
         parallel,
         end: End::Seconds(seconds),

@@ -419,6 +419,7 @@ fn one(
     let urls = work.join("urls");
     common::write_urls(&urls, running.port, files)?;
     let load = Load {
+        rate: None,
         urls,
         parallel,
         end,
@@ -474,6 +475,7 @@ fn with_small_probe(
     let urls = work.join("urls-probe");
     common::write_urls(&urls, port, &[PROBE_FILE.to_string()])?;
     let load = Load {
+        rate: None,
         urls,
         parallel: 1,
         end: End::Seconds(1.0),

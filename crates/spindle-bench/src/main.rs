@@ -14,6 +14,7 @@ mod hot;
 mod idle;
 mod large;
 mod report;
+mod rules;
 mod scaleout;
 mod servers;
 mod soak;
@@ -45,6 +46,8 @@ enum Command {
     Large(large::LargeArgs),
     /// Everything cached: req/s and server CPU per 10k requests, 100 KiB and 1 KiB.
     Hot(hot::HotArgs),
+    /// What access rules cost on hot files, and a flood of wrong passwords beside another client.
+    Rules(rules::RulesArgs),
     /// Throughput and server RSS as idle keep-alive connections grow.
     Idle(idle::IdleArgs),
     /// Mixed traffic for a long time: RSS, descriptors and CQ overflows must stay flat.
@@ -70,6 +73,7 @@ fn main() {
         Command::Cold(a) => cold::run(a),
         Command::Large(a) => large::run(a),
         Command::Hot(a) => hot::run(a),
+        Command::Rules(a) => rules::run(a),
         Command::Idle(a) => idle::run(a),
         Command::Soak(a) => soak::run(a),
         Command::Scaleout(a) => scaleout::run(a),

@@ -445,3 +445,31 @@ fn quick_h2_end_to_end() {
         }
     }
 }
+
+#[test]
+fn quick_rules_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let out = tmp.path().join("out");
+    let screen = run_bench(&["rules", "--quick"], &data, &out);
+    check_smoke_test(&out, "rules", &screen);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("rules.json")).unwrap()).unwrap();
+    let series = json["series"].as_array().unwrap();
+    // Three configurations in four hot groups, and the probe alone and
+    // under the flood.
+    assert_eq!(series.len(), 3 * 4 + 2, "{json}");
+    for s in series {
+        assert!(s["failures"].as_array().unwrap().is_empty(), "{s}");
+        let m = &s["samples"][0];
+        // Every hot fetch and every probe fetch is a 200: the cached
+        // credentials pass, the unmatched rules do not refuse, and the
+        // flood's wrong passwords never reach the probe.
+        assert_eq!(m["non_200"].as_f64(), Some(0.0), "{s}");
+        if s["server"].as_str().unwrap().starts_with("under ") {
+            let answered =
+                m["flood_401_per_sec"].as_f64().unwrap() + m["flood_503_per_sec"].as_f64().unwrap();
+            assert!(answered > 0.0, "the flood was answered: {s}");
+        }
+    }
+}

@@ -12,6 +12,8 @@ pub struct LogInfo {
     pub status: u16,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
+    /// The user an `auth` rule authenticated (Combined's third field).
+    pub user: Option<Vec<u8>>,
     /// The request came on an HTTP/2 stream (logged as `HTTP/2.0`).
     pub http2: bool,
 }
@@ -38,9 +40,22 @@ pub fn format_line(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64) -> St
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
+    let _ = write!(s, "{peer} - ");
+    match &info.user {
+        // A space would end the field: it is escaped too.
+        Some(u) => {
+            for part in u.split(|&b| b == b' ').enumerate() {
+                if part.0 > 0 {
+                    s.push_str("\\x20");
+                }
+                escape(&mut s, part.1);
+            }
+        }
+        None => s.push('-'),
+    }
     let _ = write!(
         s,
-        "{peer} - - [{d:02}/{}/{y}:{h:02}:{mi:02}:{se:02} +0000] \"",
+        " [{d:02}/{}/{y}:{h:02}:{mi:02}:{se:02} +0000] \"",
         MONTHS[(mo - 1) as usize]
     );
     if info.method.is_empty() || info.method == "-" {
@@ -81,7 +96,7 @@ pub struct Timing {
     pub outcome: &'static str,
 }
 
-/// One JSON object per line (keys: `time`, `client`, `method`, `target`,
+/// One JSON object per line (keys: `time`, `client`, `user`, `method`, `target`,
 /// `protocol`, `status`, `bytes`, `referer`, `user_agent`, `request_us`,
 /// `outcome`); a value that is not valid UTF-8 has each byte past ASCII
 /// as `\u00HH`. Newline included.
@@ -93,6 +108,11 @@ pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &T
         "{{\"time\":\"{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}Z\",\"client\":"
     );
     json_str(&mut s, peer.as_bytes());
+    s.push_str(",\"user\":");
+    match &info.user {
+        Some(u) => json_str(&mut s, u),
+        None => s.push_str("null"),
+    }
     s.push_str(",\"method\":");
     json_str(&mut s, info.method.as_bytes());
     s.push_str(",\"target\":");
@@ -172,6 +192,7 @@ mod tests {
             status: 200,
             referer: None,
             user_agent: Some(b"curl/8".to_vec()),
+            user: None,
             http2: false,
         };
         assert_eq!(
@@ -183,6 +204,11 @@ mod tests {
             ..info
         };
         assert!(format_line("::1", 0, &h2, 1).contains("\"GET /a b\\x22 HTTP/2.0\" 200 1"));
+        let user = LogInfo {
+            user: Some(b"al ice\"".to_vec()),
+            ..h2
+        };
+        assert!(format_line("::1", 0, &user, 1).starts_with("::1 - al\\x20ice\\x22 [01/Jan/1970"));
         assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0));
     }
 
@@ -195,6 +221,7 @@ mod tests {
             status: 206,
             referer: None,
             user_agent: Some("curl/8 \u{e9}".as_bytes().to_vec()),
+            user: Some(b"alice".to_vec()),
             http2: false,
         };
         let t = Timing {
@@ -203,7 +230,7 @@ mod tests {
         };
         assert_eq!(
             format_json("::1", 971_211_336, &info, 10, &t),
-            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\"}\n"
+            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"user\":\"alice\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\"}\n"
         );
     }
 }

@@ -22,7 +22,8 @@
 //! - [`response`]: status, headers, conditional requests and ranges.
 //! - [`rules`]: Cache-Control, header fields and Content-Type by path
 //!   glob, and who may fetch (addresses, redirects, fallbacks); [`access`]:
-//!   the checks of a request's own fields they may ask for (`Referer`).
+//!   the checks of a request's own fields they may ask for (`Referer`,
+//!   signed links); [`auth`]: Basic authentication against htpasswd files.
 //! - [`encoding`]: `Accept-Encoding` negotiation for precompressed sidecars.
 //! - [`listing`]: directory listings (`--autoindex`): HTML and JSON.
 //! - [`session`]: the per-connection state machine (pipelining, keep-alive,
@@ -37,6 +38,7 @@
 
 pub mod access;
 pub mod accesslog;
+pub mod auth;
 pub mod challenge;
 pub mod date;
 pub mod encoding;
@@ -58,4 +60,6 @@ pub mod step;
 pub use encoding::Encoding;
 pub use listing::Listing;
 pub use response::{FileMeta, Response};
-pub use session::{ListRequest, OpenError, OpenRequest, Session, SessionConfig, Step};
+pub use session::{
+    AuthCheck, Checked, ListRequest, OpenError, OpenRequest, Session, SessionConfig, Step,
+};

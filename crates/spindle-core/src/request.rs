@@ -58,6 +58,8 @@ pub struct Request {
     pub accept: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
     pub user_agent: Option<Vec<u8>>,
+    /// Kept for `auth` rules (see `auth`).
+    pub authorization: Option<Vec<u8>>,
     /// Bytes of the head, including the final blank line.
     pub head_len: usize,
 }
@@ -199,6 +201,7 @@ pub fn parse_reusing(
         accept: None,
         referer: None,
         user_agent: None,
+        authorization: None,
         head_len,
     };
     if head_len > max_header_bytes {
@@ -253,6 +256,12 @@ pub fn parse_reusing(
             append_list_reusing(&mut r.accept, &mut accept_buf, v);
         } else if name.eq_ignore_ascii_case(b"referer") {
             r.referer = Some(refill(referer_buf.take(), v));
+        } else if name.eq_ignore_ascii_case(b"authorization") {
+            // Not a list: two are a malformed request (RFC 9110 §5.3).
+            if r.authorization.is_some() {
+                return reject(400, r);
+            }
+            r.authorization = Some(v.to_vec());
         } else if name.eq_ignore_ascii_case(b"user-agent") {
             r.user_agent = Some(refill(ua_buf.take(), v));
         }

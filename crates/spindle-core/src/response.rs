@@ -202,6 +202,7 @@ pub fn reason(status: u16) -> &'static str {
         307 => "Temporary Redirect",
         308 => "Permanent Redirect",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",

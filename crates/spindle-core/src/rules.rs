@@ -2,7 +2,8 @@
 //! `Cache-Control`, extra header fields (CORS, security headers) and a
 //! `Content-Type` for the files whose path matches a glob; and who may
 //! fetch them ([`Rules::check`]): client addresses (`allow`, `deny`),
-//! redirects and a fallback file.
+//! `Referer`, signed links, passwords (`auth`), redirects and a fallback
+//! file.
 //!
 //! Globs are matched against the path from the root with a leading `/`
 //! (`/assets/app.js`; a directory's index is `/docs/index.html`), with
@@ -15,10 +16,12 @@
 use std::ffi::{CString, OsStr};
 use std::net::IpAddr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 
 use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::access::{Referers, SecureLink};
+use crate::auth::Auth;
 use crate::proxy::Cidr;
 
 /// Most rules in one configuration.
@@ -46,6 +49,8 @@ pub struct Rule {
     pub referers: Option<Referers>,
     /// Only signed links that have not expired may fetch (`secure-link`).
     pub secure_link: Option<SecureLink>,
+    /// Only these users may fetch (`auth`, with `realm`).
+    pub auth: Option<Arc<Auth>>,
 }
 
 impl Rule {
@@ -58,6 +63,7 @@ impl Rule {
             || self.fallback.is_some()
             || self.referers.is_some()
             || self.secure_link.is_some()
+            || self.auth.is_some()
     }
 }
 
@@ -90,8 +96,12 @@ pub struct Asked<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict<'a> {
     /// Look for the file; where it is not found (404), serve `fallback`
-    /// instead, if some.
-    Serve { fallback: Option<&'a CString> },
+    /// instead, if some. With `auth`, only once the request's credentials
+    /// are a user's of it.
+    Serve {
+        fallback: Option<&'a CString>,
+        auth: Option<&'a Arc<Auth>>,
+    },
     /// Refuse with this status, for this reason.
     Refuse(u16, Refusal),
     /// Redirect: the status and the `Location`.
@@ -109,10 +119,13 @@ pub enum Refusal {
     Signature,
     /// `secure-link`: a signed link past its time (410).
     Expired,
+    /// `auth`: credentials that are not a user's, or malformed (401; a
+    /// request without any is asked for them, not counted).
+    Password,
 }
 
 /// Every [`Refusal`], in order, by its metrics name.
-pub const REFUSALS: [&str; 4] = ["address", "referer", "signature", "expired"];
+pub const REFUSALS: [&str; 5] = ["address", "referer", "signature", "expired", "password"];
 
 /// The statuses a `redirect` may use.
 pub const REDIRECT_STATUSES: [u16; 4] = [301, 302, 307, 308];
@@ -283,6 +296,11 @@ impl Rules {
         self.rules.is_empty()
     }
 
+    /// Whether some rule asks for a password (`auth`).
+    pub fn has_auth(&self) -> bool {
+        self.rules.iter().any(|r| r.auth.is_some())
+    }
+
     /// Whether some rule decides by the client's address (`allow`,
     /// `deny`): only then need a driver tell a session its peer.
     pub fn by_address(&self) -> bool {
@@ -293,19 +311,21 @@ impl Rules {
     /// for the request `asked`. Every matching rule's refusals are checked
     /// (addresses, `referers`, then `secure-link`: 403, or 410 for a signed
     /// link past its time; any refusal refuses); then the last
-    /// matching `redirect` answers; else the file is looked for, with the
-    /// last matching `fallback`.
+    /// matching `redirect` answers (before any password is asked for, as
+    /// nginx's `return` does); else the file is looked for, with the
+    /// last matching `fallback`, once the last matching `auth` is
+    /// satisfied.
     pub fn check(&self, rel_path: &[u8], asked: &Asked) -> Verdict<'_> {
-        let mut fallback = None;
+        let (mut fallback, mut auth) = (None, None);
         if self.deciding_idx.is_empty() {
-            return Verdict::Serve { fallback };
+            return Verdict::Serve { fallback, auth };
         }
         let mut p = Vec::with_capacity(rel_path.len() + 1);
         p.push(b'/');
         p.extend_from_slice(rel_path);
         let candidate = Candidate::new(OsStr::from_bytes(&p));
         if !self.deciding.is_match_candidate(&candidate) {
-            return Verdict::Serve { fallback };
+            return Verdict::Serve { fallback, auth };
         }
         let mut redirect = None;
         for i in self.deciding.matches_candidate(&candidate) {
@@ -343,10 +363,13 @@ impl Rules {
             if r.fallback.is_some() {
                 fallback = r.fallback.as_ref();
             }
+            if r.auth.is_some() {
+                auth = r.auth.as_ref();
+            }
         }
         match redirect {
             Some(r) => Verdict::Redirect(r.status, r.location(asked.raw_path, asked.query)),
-            None => Verdict::Serve { fallback },
+            None => Verdict::Serve { fallback, auth },
         }
     }
 
@@ -458,7 +481,10 @@ mod tests {
             referer,
             ..at(b"/img/a.png")
         };
-        let serve = Verdict::Serve { fallback: None };
+        let serve = Verdict::Serve {
+            fallback: None,
+            auth: None,
+        };
         assert_eq!(rules.check(b"img/a.png", &with(None)), serve);
         assert_eq!(
             rules.check(b"img/a.png", &with(Some(b"https://www.example.org/"))),
@@ -507,7 +533,10 @@ mod tests {
                 },
             )
         };
-        let serve = Verdict::Serve { fallback: None };
+        let serve = Verdict::Serve {
+            fallback: None,
+            auth: None,
+        };
         assert_eq!(v(b"private/a.txt", ip("10.1.2.3")), serve);
         assert_eq!(v(b"private/a.txt", ip("::ffff:10.1.2.3")), serve);
         assert_eq!(v(b"private/a.txt", ip("::1")), serve);
@@ -605,7 +634,10 @@ mod tests {
         );
         assert_eq!(
             rules.check(b"new/a", &at(b"/new/a")),
-            Verdict::Serve { fallback: None }
+            Verdict::Serve {
+                fallback: None,
+                auth: None,
+            }
         );
     }
 
@@ -626,13 +658,15 @@ mod tests {
         assert_eq!(
             rules.check(b"admin/users/7", &at(b"/admin/users/7")),
             Verdict::Serve {
-                fallback: fb("admin/index.html").as_ref()
+                fallback: fb("admin/index.html").as_ref(),
+                auth: None,
             }
         );
         assert_eq!(
             rules.check(b"about", &at(b"/about")),
             Verdict::Serve {
-                fallback: fb("index.html").as_ref()
+                fallback: fb("index.html").as_ref(),
+                auth: None,
             }
         );
     }

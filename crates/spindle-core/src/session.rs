@@ -17,6 +17,11 @@
 //! index file was not found with [`Step::List`]; the session then waits in
 //! `AwaitList` for [`Session::listed`], which responds.
 //!
+//! A path an `auth` rule covers, asked for with credentials, makes
+//! `next()` answer [`Step::Authenticate`]; the session waits in
+//! `AwaitAuth` for [`Session::authenticated`], which goes on to `Open`
+//! (or answers 401).
+//!
 //! Pipelined requests wait in the input buffer and are parsed one at a
 //! time, after the previous response has been handed back with
 //! [`Session::sent`], so responses always go out in request order.
@@ -39,13 +44,14 @@ use crate::request::{self, BodyFraming, Method, Parsed, Request};
 use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
 use crate::rules::Verdict;
 pub use crate::session_config::SessionConfig;
-pub use crate::step::{ListRequest, OpenError, OpenRequest, Step};
+pub use crate::step::{AuthCheck, Checked, ListRequest, OpenError, OpenRequest, Step};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Waiting for the PROXY header that must open the connection.
     AwaitProxy,
     Reading,
+    AwaitAuth,
     AwaitOpen,
     AwaitList,
     AwaitSent {
@@ -98,6 +104,19 @@ pub struct Session {
     ///
     /// [`Rules::check`]: crate::rules::Rules::check
     fallback: Option<CString>,
+    /// The current request's path and realm while its credentials are
+    /// checked (`AwaitAuth`).
+    awaiting_auth: Option<Box<AwaitingAuth>>,
+    /// The user the last request was authenticated as (the access log's).
+    user: Option<Box<[u8]>>,
+}
+
+/// A request whose credentials the driver is checking.
+#[derive(Debug)]
+struct AwaitingAuth {
+    path: CString,
+    auth: std::sync::Arc<crate::auth::Auth>,
+    user: Vec<u8>,
 }
 
 /// The header fields an error status carries: `Retry-After` on a 503 (a
@@ -163,6 +182,8 @@ impl Session {
             tls: false,
             refusal: None,
             fallback: None,
+            awaiting_auth: None,
+            user: None,
         }
     }
 
@@ -282,7 +303,7 @@ impl Session {
     pub fn closes_after_response(&self) -> bool {
         match self.state {
             State::Closed | State::AwaitSent { keep_alive: false } => true,
-            State::AwaitOpen | State::AwaitList => !self.current_keep_alive,
+            State::AwaitAuth | State::AwaitOpen | State::AwaitList => !self.current_keep_alive,
             State::AwaitProxy | State::Reading | State::AwaitSent { keep_alive: true } => false,
         }
     }
@@ -307,6 +328,7 @@ impl Session {
                 status: self.last_status,
                 referer: r.referer.clone(),
                 user_agent: r.user_agent.clone(),
+                user: self.user.as_deref().map(<[u8]>::to_vec),
                 http2: self.stream,
             },
             (None, Some((method, target))) => LogInfo {
@@ -340,7 +362,7 @@ impl Session {
     pub fn next(&mut self, cfg: &SessionConfig) -> Step {
         match self.state {
             State::Closed => return Step::Close,
-            State::AwaitOpen | State::AwaitList | State::AwaitSent { .. } => {
+            State::AwaitAuth | State::AwaitOpen | State::AwaitList | State::AwaitSent { .. } => {
                 debug_assert!(false, "next() called while a step is outstanding");
                 return Step::NeedInput;
             }
@@ -414,6 +436,7 @@ impl Session {
         }
         self.last_reject = None;
         self.refusal = None;
+        self.user = None;
         let head_only = req.method == Method::Head;
         let announce = req.minor_version == 0;
         if self.over_limit {
@@ -480,20 +503,48 @@ impl Session {
                         .map_or(&b""[..], |i| &req.target[i + 1..]),
                     referer: req.referer.as_deref(),
                 };
+                // An answer without a file: the status and a header field
+                // (a redirect's `Location`, a 401's `WWW-Authenticate`).
+                let mut auth = None;
                 let answer = match cfg.rules.check(&resolved.rel, &asked) {
-                    Verdict::Serve { fallback } => {
+                    Verdict::Serve { fallback, auth: a } => {
                         self.fallback = fallback.cloned();
+                        auth = a.cloned();
                         None
                     }
                     Verdict::Refuse(status, why) => {
                         self.refusal = Some(why);
                         Some((status, None))
                     }
-                    Verdict::Redirect(status, location) => Some((status, Some(location))),
+                    Verdict::Redirect(status, location) => {
+                        Some((status, Some(("Location", location))))
+                    }
                 };
-                if let Some((status, location)) = answer {
+                let mut check = None;
+                let answer = match (answer, auth) {
+                    (None, Some(auth)) => {
+                        match crate::auth::credentials(req.authorization.as_deref()) {
+                            Ok((user, password)) => {
+                                check = Some(AuthCheck {
+                                    auth,
+                                    user,
+                                    password,
+                                });
+                                None
+                            }
+                            Err(why) => {
+                                if why == crate::auth::BadCredentials::Malformed {
+                                    self.refusal = Some(crate::rules::Refusal::Password);
+                                }
+                                Some((401, Some(("WWW-Authenticate", auth.challenge()))))
+                            }
+                        }
+                    }
+                    (answer, _) => answer,
+                };
+                if let Some((status, field)) = answer {
                     // A refusal with a configured page (403): the page.
-                    let req = match location {
+                    let req = match field {
                         Some(_) => req,
                         None => match self.open_error_page(cfg, req, status, keep_alive) {
                             Ok(step) => return step,
@@ -501,11 +552,11 @@ impl Session {
                         },
                     };
                     self.last_req = Some(req);
-                    let field;
-                    let extra: &[(&str, &str)] = match &location {
-                        Some(l) => {
-                            field = [("Location", l.as_str())];
-                            &field
+                    let pair;
+                    let extra: &[(&str, &str)] = match &field {
+                        Some((name, value)) => {
+                            pair = [(*name, value.as_str())];
+                            &pair
                         }
                         None => &[],
                     };
@@ -516,6 +567,15 @@ impl Session {
                 self.dir_request = resolved.is_dir_request;
                 self.current_keep_alive = keep_alive;
                 self.current = Some(req);
+                if let Some(check) = check {
+                    self.awaiting_auth = Some(Box::new(AwaitingAuth {
+                        path,
+                        auth: check.auth.clone(),
+                        user: check.user.clone(),
+                    }));
+                    self.state = State::AwaitAuth;
+                    return Step::Authenticate(check);
+                }
                 self.state = State::AwaitOpen;
                 Step::Open(OpenRequest {
                     path,
@@ -523,6 +583,52 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// The driver's answer to [`Step::Authenticate`]: the file is opened
+    /// for a granted user ([`Step::Open`]); a denied one gets a 401 that
+    /// asks again, and a check that could not run a 503.
+    pub fn authenticated(&mut self, cfg: &SessionConfig, checked: Checked) -> Step {
+        assert_eq!(
+            self.state,
+            State::AwaitAuth,
+            "authenticated() without Step::Authenticate"
+        );
+        let waiting = self
+            .awaiting_auth
+            .take()
+            .expect("credentials being checked");
+        let req = self.current.take().expect("current request");
+        let keep_alive = self.current_keep_alive;
+        let (announce, head_only) = (req.minor_version == 0, req.method == Method::Head);
+        match checked {
+            Checked::Granted => {
+                self.user = Some(waiting.user.into_boxed_slice());
+                self.current = Some(req);
+                self.state = State::AwaitOpen;
+                Step::Open(OpenRequest {
+                    path: waiting.path,
+                    root: self.root,
+                })
+            }
+            Checked::Denied => {
+                self.refusal = Some(crate::rules::Refusal::Password);
+                self.last_req = Some(req);
+                let challenge = waiting.auth.challenge();
+                let extra = [("WWW-Authenticate", challenge.as_str())];
+                self.respond_error(cfg, 401, keep_alive, announce, head_only, &extra)
+            }
+            Checked::Busy => {
+                self.last_req = Some(req);
+                self.respond_error(cfg, 503, keep_alive, announce, head_only, error_extra(503))
+            }
+        }
+    }
+
+    /// The user the last response's request was authenticated as, if an
+    /// `auth` rule asked (the access log's user field).
+    pub fn user(&self) -> Option<&[u8]> {
+        self.user.as_deref()
     }
 
     /// The driver's answer to [`Step::List`]: the rendered listing (see

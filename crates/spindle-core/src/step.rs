@@ -1,10 +1,14 @@
 //! The seam between the protocol core and a driver: what a session asks
 //! its driver to do next ([`Step`]), the files and directories it asks it
-//! to open or list ([`OpenRequest`], [`ListRequest`]), and how a driver
-//! says an open failed ([`OpenError`]). The driver answers through the
-//! session's methods (`feed`, `opened`, `listed`, `sent`).
+//! to open or list ([`OpenRequest`], [`ListRequest`]), the credentials it
+//! asks it to check ([`AuthCheck`]), and how a driver says an open failed
+//! ([`OpenError`]). The driver answers through the session's methods
+//! (`feed`, `opened`, `listed`, `authenticated`, `sent`).
 
 use std::ffi::CString;
+use std::sync::Arc;
+
+use crate::auth::Auth;
 
 use crate::listing;
 use crate::response::Response;
@@ -62,6 +66,36 @@ impl ListRequest {
     }
 }
 
+/// Credentials the driver must check against an `auth` rule's users, off
+/// its event loop ([`Auth`]'s `users.verify` costs milliseconds), then
+/// call [`Session::authenticated`](crate::Session::authenticated). A
+/// driver may keep recent successes: the same `auth` (by its
+/// `generation`), user and password succeed again.
+#[derive(Debug, Clone)]
+pub struct AuthCheck {
+    pub auth: Arc<Auth>,
+    pub user: Vec<u8>,
+    pub password: Vec<u8>,
+}
+
+impl AuthCheck {
+    /// Runs the check (slow; see above).
+    pub fn run(&self) -> bool {
+        self.auth.users.verify(&self.user, &self.password)
+    }
+}
+
+/// A driver's answer to an [`AuthCheck`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// The password is the user's.
+    Granted,
+    /// It is not (or there is no such user).
+    Denied,
+    /// The check could not run now (the helpers' queue is full): 503.
+    Busy,
+}
+
 /// Why a driver could not open a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenError {
@@ -108,6 +142,11 @@ pub enum Step {
     /// List this directory, then call [`Session::listed`](crate::Session::listed) (only from
     /// [`Session::opened`](crate::Session::opened), with `autoindex` on).
     List(ListRequest),
+    /// Check these credentials, then call
+    /// [`Session::authenticated`](crate::Session::authenticated) (only
+    /// from [`Session::next`](crate::Session::next), for a path an `auth`
+    /// rule covers).
+    Authenticate(AuthCheck),
     /// Transmit this response, then call [`Session::sent`](crate::Session::sent).
     Respond(Response),
     /// Close the connection (after a lingering close, if the peer may

@@ -9,7 +9,7 @@
 
 use spindle_core::response::FileKind;
 use spindle_core::response::{parse_range, RangeResult};
-use spindle_core::{path, Encoding, FileMeta, OpenError, Session, SessionConfig, Step};
+use spindle_core::{path, Checked, Encoding, FileMeta, OpenError, Session, SessionConfig, Step};
 
 /// Most session steps one input may drive (a bound on the loop, far above
 /// what the input's bytes can ask for).
@@ -26,12 +26,28 @@ fn num(data: &[u8], at: usize, len: usize) -> u64 {
     })
 }
 
+/// An `auth` rule over `/p/**` (the fuzz target's `conf & 64`).
+fn auth_rules() -> std::sync::Arc<spindle_core::rules::Rules> {
+    let users = spindle_core::auth::Htpasswd::parse(b"u:$apr1$/HEYrqn/$PCu/FWxn0kHyP0SqXa6do.\n")
+        .expect("a valid file");
+    let rule = spindle_core::rules::Rule {
+        pattern: "/p/**".into(),
+        auth: Some(std::sync::Arc::new(spindle_core::auth::Auth::new(
+            "fuzz".into(),
+            users,
+        ))),
+        ..Default::default()
+    };
+    std::sync::Arc::new(spindle_core::rules::Rules::new(vec![rule]).expect("a valid rule"))
+}
+
 /// The whole connection: bytes in, in pieces, and the driver's side
 /// played from the input too (what each open finds).
 ///
 /// Input: byte 0 sets the configuration (dotfiles, a small header limit,
 /// a request cap, precompressed sidecars, error pages, autoindex; a
-/// listing is rendered by the core from names drawn from the seed),
+/// listing is rendered by the core from names drawn from the seed; an
+/// `auth` rule over `/p/`, whose checks' answers are drawn from the seed),
 /// bytes 1-2 seed the split of the stream into pieces, bytes 3-10 seed
 /// what each open finds; the rest is the byte stream from the client.
 ///
@@ -67,13 +83,30 @@ pub fn session(data: &[u8]) {
             Vec::new()
         },
         autoindex: conf & 32 != 0,
+        rules: if conf & 64 != 0 {
+            auth_rules()
+        } else {
+            Default::default()
+        },
         ..SessionConfig::default()
     };
     let mut s = Session::new();
     let mut rest = stream;
     let mut served = 0u64;
     for _ in 0..MAX_STEPS {
-        match s.next(&cfg) {
+        let step = match s.next(&cfg) {
+            // The check's answer is drawn from the seed (no hash is run).
+            Step::Authenticate(check) => {
+                assert!(conf & 64 != 0, "a check without an auth rule");
+                assert!(!check.user.is_empty() && !check.user.contains(&b':'));
+                world = xorshift(world);
+                let checked =
+                    [Checked::Granted, Checked::Denied, Checked::Busy][world as usize % 3];
+                s.authenticated(&cfg, checked)
+            }
+            step => step,
+        };
+        match step {
             Step::NeedInput => {
                 if rest.is_empty() {
                     return;
@@ -130,6 +163,7 @@ pub fn session(data: &[u8]) {
                 assert_eq!(s.served(), served, "a response counted twice or not at all");
             }
             Step::Close => return,
+            Step::Authenticate(_) => unreachable!("answered above"),
         }
     }
     panic!("{MAX_STEPS} steps from {} bytes of input", data.len());
@@ -529,6 +563,7 @@ pub fn tls(data: &[u8]) {
                     s.sent();
                 }
                 Step::List(_) => unreachable!("autoindex is off"),
+                Step::Authenticate(_) => unreachable!("no auth rule"),
                 Step::Respond(resp) => {
                     let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
                     s.sent();

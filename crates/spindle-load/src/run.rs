@@ -70,7 +70,8 @@ pub fn prepare(cfg: &Config) -> Result<Plan, RunError> {
             Some(_) => format!("http://{}{}", u.host_header(), u.path),
             None => u.path.clone(),
         };
-        let (request_close, request_keepalive) = build_requests(&target, &u.host_header());
+        let (request_close, request_keepalive) =
+            build_requests(&target, &u.host_header(), u.authorization.as_deref());
         targets.push(Target {
             text: u.text.clone(),
             addr,

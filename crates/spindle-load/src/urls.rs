@@ -22,6 +22,9 @@ pub struct Url {
     pub path: String,
     /// `https://`: the connection speaks TLS (see tls.rs).
     pub tls: bool,
+    /// `user:password@` before the host: the `Authorization` field's
+    /// value it makes (`Basic` and the base64 of `user:password`).
+    pub authorization: Option<String>,
 }
 
 impl Url {
@@ -41,7 +44,9 @@ impl Url {
     }
 }
 
-/// Parse one `http://host[:port][/path]` or `https://...` URL.
+/// Parse one `http://[user:password@]host[:port][/path]` or `https://...`
+/// URL. The user and password are sent as Basic credentials (RFC 7617),
+/// percent-decoded.
 pub fn parse_url(s: &str) -> Result<Url, String> {
     if s.len() > MAX_URL_LEN {
         return Err(format!("URL longer than {MAX_URL_LEN} bytes"));
@@ -64,11 +69,16 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
         Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
         None => (rest, "/".to_string()),
     };
-    if authority.contains('@') {
-        return Err(format!(
-            "cannot parse URL (user info is not supported): {s}"
-        ));
-    }
+    let (authorization, authority) = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            use base64::Engine;
+            let plain = percent_decode(userinfo)
+                .ok_or_else(|| format!("cannot parse URL (bad %-escape in user info): {s}"))?;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(plain);
+            (Some(format!("Basic {b64}")), host)
+        }
+        None => (None, authority),
+    };
     let (host, port) = if let Some(r) = authority.strip_prefix('[') {
         let (h, after) = r
             .split_once(']')
@@ -106,7 +116,26 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
         port,
         path,
         tls,
+        authorization,
     })
+}
+
+/// `%HH` escapes decoded; `None` for a malformed one.
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
 }
 
 /// Parse the text of a URL file. `name` is used in error messages.
@@ -222,6 +251,12 @@ mod tests {
         assert_eq!(u.host_header(), "[::1]:81");
         let u = parse_url("http://h?q").unwrap();
         assert_eq!(u.path, "/?q");
+        assert_eq!(u.authorization, None);
+        // User info: Basic credentials, percent-decoded.
+        let u = parse_url("http://alice:s%40cret@[::1]:81/x").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("::1", 81));
+        assert_eq!(u.authorization.as_deref(), Some("Basic YWxpY2U6c0BjcmV0"));
+        assert!(parse_url("http://a:%zz@h/").is_err());
     }
 
     #[test]
@@ -235,6 +270,7 @@ mod tests {
             "http://h:x/",
             "http://h /a",
             "http://[::1/",
+            "http://u:p@/",
             "/just/a/path",
         ] {
             assert!(parse_url(bad).is_err(), "{bad} should not parse");

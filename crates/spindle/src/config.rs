@@ -237,7 +237,7 @@ pub struct Cli {
     /// Answer an error status with a page beneath the root, as nginx's `error_page` (repeatable; 403, 404, 500, 503), e.g. "404=/errors/404.html"
     #[arg(long = "error-page", value_name = "STATUS=PATH")]
     pub error_page: Vec<String>,
-    /// A rule by path (repeatable; replaces the config file's [[rules]]): "GLOB; cache-control=VALUE; content-type=VALUE; header=Name: value; allow=CIDR,...; deny=CIDR,...; redirect=STATUS TARGET; fallback=PATH; referers=none,blocked,*.example.org; secure-link=SECRET-FILE", e.g. "/assets/**; cache-control=max-age=31536000; header=Access-Control-Allow-Origin: *"
+    /// A rule by path (repeatable; replaces the config file's [[rules]]): "GLOB; cache-control=VALUE; content-type=VALUE; header=Name: value; allow=CIDR,...; deny=CIDR,...; redirect=STATUS TARGET; fallback=PATH; referers=none,blocked,*.example.org; secure-link=SECRET-FILE; auth=htpasswd:FILE; realm=NAME", e.g. "/assets/**; cache-control=max-age=31536000; header=Access-Control-Allow-Origin: *"
     #[arg(long = "rule", value_name = "RULE")]
     pub rule: Vec<String>,
     /// The charset named on text types; "" for none [default: utf-8]

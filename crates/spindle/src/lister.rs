@@ -8,7 +8,7 @@
 //! request gets a 503), which open the directory beneath the root, read
 //! and `fstat` its entries and render the listing with the core's
 //! [`listing::render`]. The result comes back through the worker's
-//! [`Mailbox`]: a queue and an eventfd the worker's loop waits on (a ring
+//! mailbox (`crate::jobs`): a queue and an eventfd the worker's loop waits on (a ring
 //! `READ` on io-uring, the epoll set otherwise).
 //!
 //! Each worker keeps the listings it rendered in a small cache
@@ -25,15 +25,16 @@
 //! (a parent directory renamed, network file systems).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use spindle_core::listing::{self, Format, Listing};
 use spindle_core::{ListRequest, OpenError};
 
 use crate::fs::{self, Inotify, Roots};
+use crate::jobs::{JobQueue, Mailbox};
 
 /// Helper threads that read directories, shared by all workers.
 pub const THREADS: usize = 4;
@@ -52,19 +53,6 @@ struct Done {
     wd: Option<i32>,
 }
 
-/// Where helpers put a worker's finished jobs; the eventfd becomes
-/// readable when there are some.
-pub struct Mailbox {
-    done: Mutex<Vec<Done>>,
-    efd: OwnedFd,
-}
-
-impl Mailbox {
-    pub fn eventfd(&self) -> std::os::fd::RawFd {
-        self.efd.as_raw_fd()
-    }
-}
-
 struct Job {
     token: u64,
     req: ListRequest,
@@ -72,21 +60,19 @@ struct Job {
     roots: Arc<Roots>,
     allow_dotfiles: bool,
     notify: Option<Arc<Inotify>>,
-    mailbox: Arc<Mailbox>,
+    mailbox: Arc<Mailbox<Done>>,
 }
 
 /// The helper threads and their queue.
 pub struct Pool {
-    queue: Mutex<VecDeque<Job>>,
-    ready: Condvar,
+    queue: JobQueue<Job>,
 }
 
 impl Pool {
     /// Starts the helpers (they live as long as the process).
     pub fn start() -> Result<Arc<Pool>, String> {
         let pool = Arc::new(Pool {
-            queue: Mutex::new(VecDeque::new()),
-            ready: Condvar::new(),
+            queue: JobQueue::new(MAX_QUEUED),
         });
         for i in 0..THREADS {
             let p = pool.clone();
@@ -100,15 +86,7 @@ impl Pool {
 
     fn run(&self) {
         loop {
-            let job = {
-                let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-                loop {
-                    if let Some(j) = q.pop_front() {
-                        break j;
-                    }
-                    q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
-                }
-            };
+            let job = self.queue.pop();
             let mut wd = None;
             let dir = job.req.dir().to_vec();
             let allow = job.allow_dotfiles;
@@ -132,28 +110,16 @@ impl Pool {
                 )),
                 Err(e) => Err(OpenError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))),
             };
-            job.mailbox
-                .done
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Done {
-                    token: job.token,
-                    result,
-                    wd,
-                });
-            crate::sys::signal_eventfd(job.mailbox.eventfd());
+            job.mailbox.post(Done {
+                token: job.token,
+                result,
+                wd,
+            });
         }
     }
 
     fn submit(&self, job: Job) -> bool {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if q.len() >= MAX_QUEUED {
-            return false;
-        }
-        q.push_back(job);
-        drop(q);
-        self.ready.notify_one();
-        true
+        self.queue.push(job)
     }
 }
 
@@ -188,7 +154,7 @@ struct Pending<W> {
 pub struct Lists<W> {
     pool: Arc<Pool>,
     roots: Arc<Roots>,
-    mailbox: Arc<Mailbox>,
+    mailbox: Arc<Mailbox<Done>>,
     notify: Option<Arc<Inotify>>,
     allow_dotfiles: bool,
     valid: Duration,
@@ -212,15 +178,12 @@ impl<W: Copy> Lists<W> {
         roots: Arc<Roots>,
         allow_dotfiles: bool,
         valid: Duration,
-    ) -> Result<Lists<W>, String> {
-        let efd = crate::sys::new_eventfd()?;
-        Ok(Lists {
+        efd: Arc<OwnedFd>,
+    ) -> Lists<W> {
+        Lists {
             pool,
             roots,
-            mailbox: Arc::new(Mailbox {
-                done: Mutex::new(Vec::new()),
-                efd,
-            }),
+            mailbox: Arc::new(Mailbox::new(efd)),
             notify: Inotify::new().ok().map(Arc::new),
             allow_dotfiles,
             valid,
@@ -233,7 +196,7 @@ impl<W: Copy> Lists<W> {
             touched: HashSet::new(),
             overflowed: false,
             next: 0,
-        })
+        }
     }
 
     /// After a reload: the roots (and dotfiles) to list beneath from now
@@ -246,11 +209,6 @@ impl<W: Copy> Lists<W> {
         for k in keys {
             self.remove(&k);
         }
-    }
-
-    /// The eventfd that becomes readable when jobs are done.
-    pub fn eventfd(&self) -> std::os::fd::RawFd {
-        self.mailbox.eventfd()
     }
 
     /// Drops the listings whose directory inotify reported as changed.
@@ -366,9 +324,7 @@ impl<W: Copy> Lists<W> {
     /// The jobs done since the last call: each with the connections that
     /// wait for it. Keeps the listings that may be cached.
     pub fn take_done(&mut self, now: Instant) -> Vec<Finished<W>> {
-        crate::sys::drain_eventfd(self.mailbox.eventfd());
-        let done =
-            std::mem::take(&mut *self.mailbox.done.lock().unwrap_or_else(|e| e.into_inner()));
+        let done = self.mailbox.take();
         // Events queued before these results are taken count as touching
         // them (see `touched`).
         self.sync();

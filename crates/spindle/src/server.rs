@@ -213,6 +213,7 @@ struct Shared {
     recent: Arc<RecentFiles>,
     registry: Arc<crate::metrics::Registry>,
     lister: Option<Arc<crate::lister::Pool>>,
+    checker: Arc<crate::passwords::Checker>,
     log: AccessLog,
     gate: Arc<AcceptGate>,
     flag: Arc<AtomicBool>,
@@ -250,6 +251,8 @@ impl Shared {
             } else {
                 None
             },
+            // Started whatever the rules: a reload may add an `auth` rule.
+            checker: crate::passwords::Checker::start()?,
             log,
             gate: Arc::new(AcceptGate::default()),
             flag: Arc::new(AtomicBool::new(false)),
@@ -298,6 +301,7 @@ impl Workers {
                 },
                 metrics: s.registry.worker(id),
                 lister: s.lister.clone(),
+                checker: s.checker.clone(),
                 ready: ready_tx.clone(),
             };
             eventfds.push(efd);
@@ -388,6 +392,19 @@ fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
             ""
         }
     );
+    // Basic authentication sends passwords in the clear: say so when a
+    // plain listener other machines reach serves a path that asks for one.
+    let exposed: Vec<String> = bound
+        .iter()
+        .filter(|a| !a.ip().is_loopback())
+        .map(ToString::to_string)
+        .collect();
+    if cfg.rules.has_auth() && !cfg.redirect_https && !exposed.is_empty() {
+        crate::warn!(
+            "rules with auth are reachable over plain HTTP on {}: passwords cross the network in the clear; serve them over --tls-listen, or add --redirect-https",
+            exposed.join(" ")
+        );
+    }
     if cfg.http2 && !cfg.serves_http2() {
         crate::info!(
             "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by io-uring and posix-aio)",

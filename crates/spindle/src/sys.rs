@@ -111,6 +111,18 @@ pub fn signal_eventfd(fd: RawFd) {
     unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
 }
 
+/// Gives the calling thread a nice value of `niceness` (Linux keeps one
+/// per thread): the scheduler then prefers the other threads. Best
+/// effort: a failure leaves the thread as it was.
+pub fn lower_thread_priority(niceness: i32) {
+    // SAFETY: plain gettid(2) and setpriority(2) calls on this thread; no
+    // memory is passed.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, niceness);
+    }
+}
+
 /// RLIMIT_NOFILE's soft limit (1024 if it cannot be read).
 pub fn nofile_limit() -> u64 {
     let mut lim = libc::rlimit {

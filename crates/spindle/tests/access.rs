@@ -621,12 +621,7 @@ fn a_bad_secure_link_stops_the_start() {
 }
 
 fn tls_file(name: &str) -> String {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/tls")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_string()
+    tls_data(name).display().to_string()
 }
 
 #[test]

@@ -8,17 +8,11 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-
-fn tls_data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/tls")
-        .join(name)
-}
 
 /// A tool the test needs; under CI its absence fails the test.
 #[track_caller]

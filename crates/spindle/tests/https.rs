@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,12 +17,6 @@ use common::*;
 
 /// The backends that serve HTTPS: io-uring, and posix-aio (its fallback).
 const HTTPS_BACKENDS: [&str; 2] = ["io-uring", "posix-aio"];
-
-fn tls_data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/tls")
-        .join(name)
-}
 
 /// spindle with a plain listener and an HTTPS one serving the test P-256
 /// certificate; the HTTPS port.

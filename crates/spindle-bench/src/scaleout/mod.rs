@@ -336,6 +336,7 @@ fn one_run(
     let urls = env.work.join("urls");
     common::write_urls(&urls, up.haproxy.port, urls_paths)?;
     let mut load = Load {
+        rate: None,
         urls,
         parallel: p.parallel,
         end: End::Seconds(p.warmup),

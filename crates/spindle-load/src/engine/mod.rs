@@ -56,14 +56,20 @@ pub struct Target {
     pub tls_name: Option<String>,
 }
 
-/// Build the two requests for a URL. With a proxy, the request line carries
-/// the absolute URL.
-pub fn build_requests(request_target: &str, host_header: &str) -> (Box<[u8]>, Box<[u8]>) {
+/// Build the two requests for a URL, with its credentials if it has
+/// some. With a proxy, the request line carries the absolute URL.
+pub fn build_requests(
+    request_target: &str,
+    host_header: &str,
+    authorization: Option<&str>,
+) -> (Box<[u8]>, Box<[u8]>) {
     let ua = concat!("spindle-load/", env!("CARGO_PKG_VERSION"));
-    let ka =
-        format!("GET {request_target} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {ua}\r\n\r\n");
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let ka = format!(
+        "GET {request_target} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {ua}\r\n{auth}\r\n"
+    );
     let close = format!(
-        "GET {request_target} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {ua}\r\nConnection: close\r\n\r\n"
+        "GET {request_target} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {ua}\r\n{auth}Connection: close\r\n\r\n"
     );
     (close.into_bytes().into(), ka.into_bytes().into())
 }

@@ -127,11 +127,14 @@ pub(super) fn hosts(entries: Vec<(Vec<String>, PathBuf)>) -> Result<Vec<VirtualH
 
 /// Reads `--rule "GLOB; cache-control=V; content-type=V; header=N: V;
 /// allow=CIDR,CIDR; deny=CIDR; redirect=STATUS TARGET; fallback=PATH;
-/// referers=none,*.example.org; secure-link=PATH"`:
+/// referers=none,*.example.org; secure-link=PATH; auth=htpasswd:PATH;
+/// realm=NAME"`:
 /// the glob, then `key=value` items split at the `;` before a known key (a
 /// header value may hold `;` itself).
 pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
-    const KEYS: [&str; 9] = [
+    const KEYS: [&str; 11] = [
+        "auth=",
+        "realm=",
         "secure-link=",
         "referers=",
         "cache-control=",
@@ -167,6 +170,8 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
         fallback: None,
         referers: None,
         secure_link: None,
+        auth: None,
+        realm: None,
     };
     let list = |v: &str| {
         v.split(',')
@@ -181,6 +186,10 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.deny.extend(list(v));
         } else if let Some(v) = item.strip_prefix("redirect=") {
             e.redirect = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("auth=") {
+            e.auth = Some(v.to_string());
+        } else if let Some(v) = item.strip_prefix("realm=") {
+            e.realm = Some(v.to_string());
         } else if let Some(v) = item.strip_prefix("secure-link=") {
             e.secure_link = Some(v.into());
         } else if let Some(v) = item.strip_prefix("referers=") {
@@ -195,7 +204,7 @@ pub(super) fn rule_arg(arg: &str) -> Result<RuleEntry, String> {
             e.headers.push(v.to_string());
         } else {
             return Err(format!(
-                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback, referers, secure-link",
+                "rule {:?}: write it as \"GLOB; KEY=VALUE; ...\", KEY one of cache-control, content-type, header, allow, deny, redirect, fallback, referers, secure-link, auth, realm",
                 arg.escape_debug().to_string()
             ));
         }
@@ -258,10 +267,51 @@ pub(super) fn rules(entries: Vec<RuleEntry>) -> Result<spindle_core::rules::Rule
                         .map_err(|err| format!("{what}: secure-link {}: {err}", path.display()))
                 })
                 .transpose()?,
+            auth: auth(&what, e.auth.as_deref(), e.realm)?,
             pattern: e.pattern,
         });
     }
     spindle_core::rules::Rules::new(out)
+}
+
+/// The realm a rule with `auth` and no `realm` names.
+const DEFAULT_REALM: &str = "restricted";
+
+/// A rule's `auth = "htpasswd:PATH"` and `realm`: the file read and
+/// checked now (at start, and on each reload).
+fn auth(
+    what: &str,
+    auth: Option<&str>,
+    realm: Option<String>,
+) -> Result<Option<std::sync::Arc<spindle_core::auth::Auth>>, String> {
+    use spindle_core::auth::{self, Auth, Htpasswd};
+    let Some(spec) = auth else {
+        return match realm {
+            Some(_) => Err(format!("{what}: realm without auth")),
+            None => Ok(None),
+        };
+    };
+    let Some(path) = spec.strip_prefix("htpasswd:").filter(|p| !p.is_empty()) else {
+        return Err(format!(
+            "{what}: auth {:?}: write it as \"htpasswd:PATH\" (a file made by Apache's htpasswd)",
+            spec.escape_debug().to_string()
+        ));
+    };
+    let realm = realm.unwrap_or_else(|| DEFAULT_REALM.to_string());
+    auth::check_realm(&realm).map_err(|e| format!("{what}: {e}"))?;
+    let read = || -> Result<Htpasswd, String> {
+        let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let len = f.metadata().map_err(|e| e.to_string())?.len();
+        if len > auth::MAX_FILE_BYTES {
+            return Err(format!("{len} bytes; at most {}", auth::MAX_FILE_BYTES));
+        }
+        let mut text = Vec::with_capacity(len as usize);
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, auth::MAX_FILE_BYTES), &mut text)
+            .map_err(|e| e.to_string())?;
+        Htpasswd::parse(&text)
+    };
+    let users = read().map_err(|e| format!("{what}: auth htpasswd:{path}: {e}"))?;
+    Ok(Some(std::sync::Arc::new(Auth::new(realm, users))))
 }
 
 /// A rule's `fallback`: a file beneath the root, written from it

@@ -100,6 +100,9 @@ pub(super) struct RuleEntry {
     pub(super) fallback: Option<String>,
     pub(super) referers: Option<Vec<String>>,
     pub(super) secure_link: Option<PathBuf>,
+    /// `htpasswd:PATH`.
+    pub(super) auth: Option<String>,
+    pub(super) realm: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

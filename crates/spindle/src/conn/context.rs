@@ -50,6 +50,8 @@ pub struct WorkerContext {
     pub metrics: Arc<crate::metrics::WorkerMetrics>,
     /// The helpers that read directories (`--autoindex`; `lister.rs`).
     pub lister: Option<Arc<crate::lister::Pool>>,
+    /// The helper that checks passwords (`auth` rules; `passwords.rs`).
+    pub checker: Arc<crate::passwords::Checker>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

@@ -6,7 +6,7 @@
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use spindle_core::{Listing, OpenError, OpenRequest, Response, Session, Step};
+use spindle_core::{AuthCheck, Checked, Listing, OpenError, OpenRequest, Response, Session, Step};
 
 use super::policy::LINGER_TIMEOUT;
 use super::WorkerContext;
@@ -35,11 +35,23 @@ pub enum Next {
     Receive,
     /// Open this path ([`super::Serving::lookup`] first).
     Open(OpenRequest),
+    /// Check these credentials ([`super::Serving::authenticate`]).
+    Authenticate(AuthCheck),
     /// Transmit this response.
     Respond(Response),
     /// Close the connection; with `linger`, shut the write side and read
     /// what the peer still sends for a while first.
     Close { linger: bool },
+}
+
+/// What a connection waits for from the helper threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    Nothing,
+    /// A directory listing (`crate::lister`).
+    Listing,
+    /// A password check (`crate::passwords`).
+    Password,
 }
 
 /// A connection's protocol session and the state around it that both
@@ -59,9 +71,8 @@ pub struct Life {
     /// Waiting for a request with none under way: counted in the idle
     /// gauge (`metrics.rs`) while set.
     idle: bool,
-    /// Waiting (in `Phase::Opening`) for a directory listing from the
-    /// helpers (`crate::lister`).
-    pub listing: bool,
+    /// What it waits for from the helpers, in `Phase::Opening`.
+    waiting: Waiting,
     /// The socket, asked for its peer when a rule by address needs it.
     fd: RawFd,
 }
@@ -92,7 +103,7 @@ impl Life {
             deadline: now + timeout,
             lingered: 0,
             idle: false,
-            listing: false,
+            waiting: Waiting::Nothing,
             fd,
         }
     }
@@ -149,6 +160,10 @@ impl Life {
                 self.req_at = now;
                 Next::Open(req)
             }
+            Step::Authenticate(check) => {
+                self.req_at = now;
+                Next::Authenticate(check)
+            }
             Step::List(_) => unreachable!("next() never lists"),
             Step::Respond(resp) => {
                 self.req_at = now;
@@ -175,22 +190,34 @@ impl Life {
 
     /// The session's answer to a listing (see `Serving::list`).
     pub fn listed(&mut self, ctx: &WorkerContext, result: Result<&Listing, OpenError>) -> Response {
-        self.listing = false;
+        self.waiting = Waiting::Nothing;
         match self.session.listed(&ctx.session_cfg, result) {
             Step::Respond(r) => r,
             other => unreachable!("listed() gave {other:?}"),
         }
     }
 
-    /// Waits for a listing from the helpers.
-    pub fn await_listing(&mut self) {
-        self.phase = Phase::Opening;
-        self.listing = true;
+    /// The session's answer to a password check (see
+    /// `Serving::authenticate`): the open, or a 401 or 503.
+    pub fn authenticated(&mut self, ctx: &WorkerContext, checked: Checked) -> Next {
+        self.waiting = Waiting::Nothing;
+        match self.session.authenticated(&ctx.session_cfg, checked) {
+            Step::Open(req) => Next::Open(req),
+            Step::Respond(r) => Next::Respond(r),
+            other => unreachable!("authenticated() gave {other:?}"),
+        }
     }
 
-    /// Whether a listing that just finished is for this connection.
-    pub fn awaits_listing(&self) -> bool {
-        self.listing && self.phase == Phase::Opening
+    /// Waits for the helpers: a listing, or a password check.
+    pub fn await_helper(&mut self, what: Waiting) {
+        debug_assert_ne!(what, Waiting::Nothing);
+        self.phase = Phase::Opening;
+        self.waiting = what;
+    }
+
+    /// Whether a helper's answer of this kind is for this connection.
+    pub fn awaits(&self, what: Waiting) -> bool {
+        self.waiting == what && self.phase == Phase::Opening
     }
 
     /// A response's transmission starts.

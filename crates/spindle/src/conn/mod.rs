@@ -30,6 +30,6 @@ mod serve;
 mod table;
 
 pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerContext};
-pub use life::{Life, Next, Phase};
+pub use life::{Life, Next, Phase, Waiting};
 pub use serve::{Admitted, Answer, Found, Listed, OpenResult, Reply, Serving};
 pub use table::{Slots, Ticket};

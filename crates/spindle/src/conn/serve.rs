@@ -4,15 +4,15 @@
 //! (counters and the access-log line), taking a reload, the timeout sweep
 //! and the drain, and a new connection's session.
 
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
 use spindle_core::response::FileKind;
-use spindle_core::{FileMeta, ListRequest, OpenError, OpenRequest, Response, Step};
+use spindle_core::{AuthCheck, FileMeta, ListRequest, OpenError, OpenRequest, Response, Step};
 
-use super::life::{Life, Phase};
+use super::life::{Life, Next, Phase, Waiting};
 use super::policy::{client_string, inline_body, log_line, min_timeout, plain_session};
 use super::policy::{proxied_session, RateLimit};
 use super::table::{Slots, Ticket};
@@ -105,6 +105,11 @@ pub struct Serving {
     pub files: OpenFileCache,
     /// Directory listings (`--autoindex`): jobs out and the cache.
     pub lists: Option<crate::lister::Lists<Ticket>>,
+    /// Password checks out, and recent successes (`auth` rules).
+    checks: crate::passwords::Checks<Ticket>,
+    /// Readable when the helpers finished listings or checks (shared by
+    /// `lists` and `checks`, so that a loop waits on one descriptor).
+    helpers_efd: Arc<OwnedFd>,
     /// `--limit-rate`, and the responses waiting for their allowance,
     /// resumed on the next tick.
     pub rate: Option<RateLimit>,
@@ -127,15 +132,17 @@ pub struct Admitted {
 
 impl Serving {
     pub fn new(mut ctx: WorkerContext) -> Result<Serving, String> {
-        let lists = match &ctx.lister {
-            Some(pool) => Some(crate::lister::Lists::new(
+        let helpers_efd = Arc::new(crate::sys::new_eventfd()?);
+        let lists = ctx.lister.as_ref().map(|pool| {
+            crate::lister::Lists::new(
                 pool.clone(),
                 ctx.root.clone(),
                 ctx.cfg.dotfiles,
                 ctx.cfg.open_file_cache_valid,
-            )?),
-            None => None,
-        };
+                helpers_efd.clone(),
+            )
+        });
+        let checks = crate::passwords::Checks::new(ctx.checker.clone(), helpers_efd.clone());
         let files = OpenFileCache::new(
             ctx.cfg.open_file_cache,
             ctx.cfg.open_file_cache_valid,
@@ -151,6 +158,8 @@ impl Serving {
             ctx,
             files,
             lists,
+            checks,
+            helpers_efd,
             throttled: Vec::new(),
             draining: false,
             drain_deadline: None,
@@ -297,30 +306,67 @@ impl Serving {
         if !lists.request(req, who) {
             return Listed::Now(life.listed(&self.ctx, Err(OpenError::Busy)));
         }
-        life.await_listing();
+        life.await_helper(Waiting::Listing);
         Listed::Later
     }
 
-    /// Listings the helpers finished: the answer of each connection that
-    /// still waits for one (see [`Life::awaits_listing`]), to transmit.
-    pub fn listings_done<C>(
+    // ----- passwords --------------------------------------------------
+
+    /// Checks the credentials the session asked about: from the worker's
+    /// recent successes, or by the helper (`crate::passwords`), whose
+    /// answer [`Serving::helpers_done`] brings. `None`: the connection
+    /// waits.
+    pub fn authenticate(
+        &mut self,
+        life: &mut Life,
+        check: AuthCheck,
+        who: Ticket,
+        now: Instant,
+    ) -> Option<Next> {
+        match self.checks.check(check, who, now) {
+            Some(checked) => Some(life.authenticated(&self.ctx, checked)),
+            None => {
+                life.await_helper(Waiting::Password);
+                None
+            }
+        }
+    }
+
+    /// The eventfd that becomes readable when the helpers finished
+    /// listings or password checks.
+    pub fn helpers_eventfd(&self) -> RawFd {
+        self.helpers_efd.as_raw_fd()
+    }
+
+    /// What the helpers finished: for each connection that still waits
+    /// (see [`Life::awaits`]), what to do next (a listing's response; a
+    /// check's open, 401 or 503).
+    pub fn helpers_done<C>(
         &mut self,
         slots: &mut Slots<C>,
         now: Instant,
         life: impl Fn(&mut C) -> &mut Life,
-    ) -> Vec<(Ticket, Response)> {
-        let Some(lists) = self.lists.as_mut() else {
-            return Vec::new();
-        };
+    ) -> Vec<(Ticket, Next)> {
         let mut out = Vec::new();
-        for (waiters, result) in lists.take_done(now) {
-            for who in waiters {
-                let Some(l) = slots.get(who).map(&life) else {
-                    continue;
-                };
-                if l.awaits_listing() {
-                    out.push((who, l.listed(&self.ctx, result.as_deref().map_err(|e| *e))));
+        if let Some(lists) = self.lists.as_mut() {
+            for (waiters, result) in lists.take_done(now) {
+                for who in waiters {
+                    let Some(l) = slots.get(who).map(&life) else {
+                        continue;
+                    };
+                    if l.awaits(Waiting::Listing) {
+                        let resp = l.listed(&self.ctx, result.as_deref().map_err(|e| *e));
+                        out.push((who, Next::Respond(resp)));
+                    }
                 }
+            }
+        }
+        for (who, checked) in self.checks.take_done(now) {
+            let Some(l) = slots.get(who).map(&life) else {
+                continue;
+            };
+            if l.awaits(Waiting::Password) {
+                out.push((who, l.authenticated(&self.ctx, checked)));
             }
         }
         out

@@ -426,6 +426,14 @@ pub fn startup_error(args: &[&str], needle: &str) {
     );
 }
 
+/// A file of the test TLS data (tests/data/tls: a test CA, and
+/// certificates for localhost).
+pub fn tls_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+}
+
 /// A port nothing listens on now (bound and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use super::{
-    Conn, Mover, Worker, MAX_EVENTS, RECV_BUF_SIZE, TOKEN_LISTED, TOKEN_LISTENER, TOKEN_MOVER,
+    Conn, Mover, Worker, MAX_EVENTS, RECV_BUF_SIZE, TOKEN_HELPERS, TOKEN_LISTENER, TOKEN_MOVER,
     TOKEN_SHUTDOWN,
 };
 use crate::conn::policy::TICK;
@@ -56,9 +56,7 @@ impl<M: Mover> Worker<M> {
         }
         let max_conns = ctx.cfg.max_connections_per_worker();
         let serve = Serving::new(ctx)?;
-        if let Some(l) = &serve.lists {
-            add(l.eventfd(), libc::EPOLLIN, TOKEN_LISTED)?;
-        }
+        add(serve.helpers_eventfd(), libc::EPOLLIN, TOKEN_HELPERS)?;
         let now = Instant::now();
         Ok(Worker {
             serve,
@@ -140,7 +138,7 @@ impl<M: Mover> Worker<M> {
         match token {
             TOKEN_SHUTDOWN => self.on_wake(),
             TOKEN_MOVER => self.on_completions(),
-            TOKEN_LISTED => self.on_listed(),
+            TOKEN_HELPERS => self.on_helpers(),
             t if t & TOKEN_LISTENER != 0 => {
                 let i = (t & 0xFFFF_FFFF) as usize;
                 self.accept_ready[i] = true;

@@ -64,7 +64,7 @@ pub const ACCEPT_BATCH: usize = 64;
 
 const TOKEN_SHUTDOWN: u64 = u64::MAX;
 const TOKEN_MOVER: u64 = u64::MAX - 1;
-const TOKEN_LISTED: u64 = u64::MAX - 2;
+const TOKEN_HELPERS: u64 = u64::MAX - 2;
 /// Listener tokens have the top bit, which a connection's ticket never
 /// has (generations stay below 2^31: `conn::Slots`).
 const TOKEN_LISTENER: u64 = 1 << 63;

@@ -5,7 +5,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 
-use spindle_core::{ListRequest, OpenRequest, Response};
+use spindle_core::{AuthCheck, ListRequest, OpenRequest, Response};
 
 use super::{Completion, Mover, Opened, Progress, Tx, Worker, READ_TURN_BYTES};
 use crate::conn::policy::{changed, read_failed};
@@ -38,6 +38,7 @@ impl<M: Mover> Worker<M> {
                     }
                 }
                 Next::Open(req) => return self.open_step(who, req),
+                Next::Authenticate(check) => return self.auth_step(who, check),
                 Next::Respond(resp) => return self.start_tx(who, resp, None),
                 Next::Close { linger: false } => return self.close(who),
                 Next::Close { linger: true } => return self.begin_close(who, true),
@@ -81,14 +82,32 @@ impl<M: Mover> Worker<M> {
         }
     }
 
-    /// Listings the helpers finished: each to the connections still
-    /// waiting for it.
-    pub(super) fn on_listed(&mut self) {
+    /// Checks credentials the session asked about
+    /// (`conn::Serving::authenticate`).
+    fn auth_step(&mut self, who: Ticket, check: AuthCheck) {
+        let c = self.conns.get(who).expect("live connection");
+        if let Some(next) = self.serve.authenticate(&mut c.life, check, who, self.now) {
+            self.after_helper(who, next);
+        }
+    }
+
+    /// Goes on with what a listing or a password check decided.
+    fn after_helper(&mut self, who: Ticket, next: Next) {
+        match next {
+            Next::Open(req) => self.open_step(who, req),
+            Next::Respond(resp) => self.start_tx(who, resp, None),
+            other => unreachable!("a helper's answer gave {other:?}"),
+        }
+    }
+
+    /// Listings and password checks the helpers finished: each to the
+    /// connection still waiting for it.
+    pub(super) fn on_helpers(&mut self) {
         let done = self
             .serve
-            .listings_done(&mut self.conns, self.now, |c| &mut c.life);
-        for (who, resp) in done {
-            self.start_tx(who, resp, None);
+            .helpers_done(&mut self.conns, self.now, |c| &mut c.life);
+        for (who, next) in done {
+            self.after_helper(who, next);
         }
     }
 

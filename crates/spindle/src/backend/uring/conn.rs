@@ -4,7 +4,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use io_uring::{cqueue, opcode, squeue, types};
-use spindle_core::{ListRequest, OpenError, OpenRequest};
+use spindle_core::{AuthCheck, ListRequest, OpenError, OpenRequest};
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
@@ -38,6 +38,7 @@ impl Worker {
             // response it is over.
             return match next {
                 Next::Open(req) => self.open_step(slot, req),
+                Next::Authenticate(check) => self.auth_step(slot, check),
                 Next::Respond(resp) => self.start_tx(slot, resp),
                 Next::Receive | Next::Close { .. } => self.h2_stream_close(slot),
             };
@@ -45,6 +46,7 @@ impl Worker {
         match next {
             Next::Receive => self.arm_recv(slot),
             Next::Open(req) => self.open_step(slot, req),
+            Next::Authenticate(check) => self.auth_step(slot, check),
             Next::Respond(resp) => self.start_tx(slot, resp),
             Next::Close { mut linger } => {
                 if !linger && !c.recv_armed && !c.life.peer_eof && net::has_unread_input(c.fd) {
@@ -306,14 +308,34 @@ impl Worker {
         }
     }
 
-    /// Listings the helpers finished: each to the connections still
-    /// waiting for it.
-    pub(super) fn on_listed(&mut self) {
+    /// Checks credentials the session asked about
+    /// (`conn::Serving::authenticate`).
+    fn auth_step(&mut self, slot: u32, check: AuthCheck) {
+        let who = self.conns.ticket(slot).expect("live slot");
+        let c = self.conns.live_at(slot);
+        match self.serve.authenticate(&mut c.life, check, who, self.now) {
+            Some(next) => self.after_helper(slot, next),
+            None => self.arm_recv(slot),
+        }
+    }
+
+    /// Goes on with what a listing or a password check decided.
+    fn after_helper(&mut self, slot: u32, next: Next) {
+        match next {
+            Next::Open(req) => self.open_step(slot, req),
+            Next::Respond(resp) => self.start_tx(slot, resp),
+            other => unreachable!("a helper's answer gave {other:?}"),
+        }
+    }
+
+    /// Listings and password checks the helpers finished: each to the
+    /// connection still waiting for it.
+    pub(super) fn on_helpers(&mut self) {
         let done = self
             .serve
-            .listings_done(&mut self.conns, self.now, |c| &mut c.life);
-        for (who, resp) in done {
-            self.start_tx(who.slot, resp);
+            .helpers_done(&mut self.conns, self.now, |c| &mut c.life);
+        for (who, next) in done {
+            self.after_helper(who.slot, next);
         }
     }
 
@@ -438,12 +460,12 @@ impl Worker {
             // One file read per tick, for every worker (memory.rs).
             self.serve.ctx.memory.refresh();
         }
-        if self.serve.lists.is_some() && !self.armed.listed {
+        if !self.armed.helpers {
             // The eventfd's READ failed (it is armed again after every
-            // completion otherwise): look for finished listings by the
-            // tick instead, and try the READ again.
-            self.arm_listed();
-            self.on_listed();
+            // completion otherwise): look for finished listings and checks
+            // by the tick instead, and try the READ again.
+            self.arm_helpers();
+            self.on_helpers();
         }
         if self.accept.backoff.expire(now) {
             for i in 0..self.accept.listeners.len() {

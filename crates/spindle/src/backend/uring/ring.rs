@@ -32,8 +32,9 @@ pub(super) enum Op {
     PageWait,
     /// A SEND of TLS records (`tls.rs`).
     TlsSend,
-    /// The listing helpers' eventfd became readable (`crate::lister`).
-    Listed,
+    /// The helpers' eventfd became readable: listings (`crate::lister`)
+    /// or password checks (`crate::passwords`) are done.
+    Helpers,
     /// A SEND of an HTTP/2 connection's frames (`h2.rs`).
     H2Send,
 }
@@ -56,7 +57,7 @@ impl Op {
             13 => Op::Notify,
             14 => Op::PageWait,
             15 => Op::TlsSend,
-            16 => Op::Listed,
+            16 => Op::Helpers,
             17 => Op::H2Send,
             _ => panic!("unknown op {v} in user_data"),
         }
@@ -136,8 +137,8 @@ pub(super) struct Armed {
     /// then drains inotify only in batches where it fired, instead of with
     /// one `read` after every wait.
     pub(super) notify: bool,
-    /// A `READ` on the listing helpers' eventfd (`Op::Listed`).
-    pub(super) listed: bool,
+    /// A `READ` on the helpers' eventfd (`Op::Helpers`).
+    pub(super) helpers: bool,
 }
 
 /// Memory that the worker's own operations hand to the kernel.
@@ -145,8 +146,8 @@ pub(super) struct Fixed {
     pub(super) tick_ts: Box<types::Timespec>,
     /// The shutdown eventfd's counter (`Op::Wake`).
     pub(super) wake: Box<u64>,
-    /// The listing helpers' eventfd's counter (`Op::Listed`).
-    pub(super) listed: Box<u64>,
+    /// The helpers' eventfd's counter (`Op::Helpers`).
+    pub(super) helpers: Box<u64>,
     /// Where the one-page `READ`s that wait for readahead land (see
     /// `Tx::map`). Nothing ever reads it; the kernel may write it from
     /// several such `READ`s at once.
@@ -190,7 +191,7 @@ impl Worker {
                         .nsec(TICK.subsec_nanos()),
                 ),
                 wake: Box::new(0),
-                listed: Box::new(0),
+                helpers: Box::new(0),
                 page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
             },
             leaders: std::rc::Rc::default(),
@@ -212,7 +213,7 @@ impl Worker {
         }
         w.arm_tick();
         w.arm_notify();
-        w.arm_listed();
+        w.arm_helpers();
         w.arm_wake();
         Ok(w)
     }
@@ -305,20 +306,17 @@ impl Worker {
         );
     }
 
-    /// Keeps a `READ` on the listing helpers' eventfd in the ring.
-    pub(super) fn arm_listed(&mut self) {
-        let Some(l) = &self.serve.lists else {
-            return;
-        };
-        if self.armed.listed {
+    /// Keeps a `READ` on the helpers' eventfd in the ring.
+    pub(super) fn arm_helpers(&mut self) {
+        if self.armed.helpers {
             return;
         }
-        let fd = l.eventfd();
-        self.armed.listed = true;
-        let ptr = (&mut *self.fixed.listed as *mut u64).cast::<u8>();
+        let fd = self.serve.helpers_eventfd();
+        self.armed.helpers = true;
+        let ptr = (&mut *self.fixed.helpers as *mut u64).cast::<u8>();
         self.push(
             opcode::Read::new(types::Fd(fd), ptr, 8).build(),
-            ud(Op::Listed, NO_SLOT, 0),
+            ud(Op::Helpers, NO_SLOT, 0),
         );
     }
 
@@ -374,10 +372,10 @@ impl Worker {
     }
 
     pub(super) fn stop_timers_and_listeners(&mut self) {
-        if self.armed.listed {
-            self.armed.listed = false;
+        if self.armed.helpers {
+            self.armed.helpers = false;
             self.push(
-                opcode::AsyncCancel::new(ud(Op::Listed, NO_SLOT, 0)).build(),
+                opcode::AsyncCancel::new(ud(Op::Helpers, NO_SLOT, 0)).build(),
                 ud(Op::Cancel, NO_SLOT, 0),
             );
         }
@@ -412,14 +410,14 @@ impl Worker {
                 }
             }
             Op::Wake => self.on_wake(),
-            Op::Listed => {
+            Op::Helpers => {
                 // Armed again unless cancelled at shutdown (or failing).
-                let again = self.armed.listed && res >= 0;
-                self.armed.listed = false;
+                let again = self.armed.helpers && res >= 0;
+                self.armed.helpers = false;
                 if again {
-                    self.arm_listed();
+                    self.arm_helpers();
                 }
-                self.on_listed();
+                self.on_helpers();
             }
             Op::Notify => {
                 if !more {
