@@ -75,4 +75,40 @@ mod tests {
         assert!(t.insert("../x", "y").is_err());
         assert!(t.insert("", "y").is_err());
     }
+
+    /// What a session answers `GET target` with under `cfg`, over TLS or
+    /// not: the status and body, or `None` when it asks to open a file.
+    fn ask(cfg: &crate::SessionConfig, tls: bool, target: &str) -> Option<(u16, Vec<u8>)> {
+        let mut s = crate::Session::new();
+        if tls {
+            s.set_tls();
+        }
+        s.feed(format!("GET {target} HTTP/1.1\r\nHost: a.test\r\n\r\n").as_bytes());
+        let resp = s.next(cfg).into_response()?;
+        let head = String::from_utf8_lossy(&resp.head).into_owned();
+        let body = head.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        Some((resp.status, body.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn a_plain_session_answers_from_memory_before_any_redirect() {
+        let tokens = std::sync::Arc::new(Http01Tokens::default());
+        tokens.insert("tok", "tok.thumb").unwrap();
+        let cfg = crate::SessionConfig {
+            acme_http01: Some(tokens),
+            redirect_https: Some(443),
+            ..Default::default()
+        };
+        let path = "/.well-known/acme-challenge/tok";
+        assert_eq!(ask(&cfg, false, path), Some((200, b"tok.thumb".to_vec())));
+        let other = ask(&cfg, false, "/.well-known/acme-challenge/other");
+        assert_eq!(other.map(|(s, _)| s), Some(404), "never from the root");
+        // Over TLS, and without the server's own client, the path is a
+        // file like any other.
+        assert_eq!(ask(&cfg, true, path), None);
+        let no_client = crate::SessionConfig::default();
+        assert_eq!(ask(&no_client, false, path), None);
+        // Anything else on a plain connection is still redirected.
+        assert_eq!(ask(&cfg, false, "/x").map(|(s, _)| s), Some(308));
+    }
 }
