@@ -39,6 +39,7 @@
 pub mod access;
 pub mod accesslog;
 pub mod auth;
+pub mod challenge;
 pub mod date;
 pub mod encoding;
 pub mod exchange;

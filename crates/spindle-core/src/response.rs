@@ -295,6 +295,21 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
     Response::in_memory(status, head, ctx.keep_alive, body_len)
 }
 
+/// A 200 whose body is `body`, from memory, as `text/plain` (an ACME
+/// HTTP-01 answer), never cached.
+pub(crate) fn plain_text(body: &str, ctx: &Ctx) -> Response {
+    let mut h = Head::new(200, ctx);
+    h.header("Content-Type", "text/plain")
+        .header_u64("Content-Length", body.len() as u64)
+        .header("Cache-Control", "no-store");
+    let mut head = h.finish(ctx);
+    if !ctx.head_only {
+        head.extend_from_slice(body.as_bytes());
+    }
+    let body_len = if ctx.head_only { 0 } else { body.len() as u64 };
+    Response::in_memory(200, head, ctx.keep_alive, body_len)
+}
+
 /// The strong entity tag of a file version: inode, size and mtime (ns).
 pub fn etag(meta: &FileMeta) -> String {
     let mut tag = String::with_capacity(48);

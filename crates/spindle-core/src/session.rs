@@ -480,6 +480,14 @@ impl Session {
                 self.respond_error(cfg, 404, keep_alive, announce, head_only, &[])
             }
             Ok(resolved) => {
+                if let Some(answer) = self.acme_answer(cfg, &resolved.rel) {
+                    self.last_req = Some(req);
+                    let ctx = self.ctx(cfg, keep_alive, announce, head_only);
+                    return self.finish(match answer {
+                        Some(body) => response::plain_text(&body, &ctx),
+                        None => response::error(404, &ctx, &[]),
+                    });
+                }
                 if let Some(location) = self.https_location(cfg, &req, &resolved.rel) {
                     self.last_req = Some(req);
                     let extra = [("Location", location.as_str())];
@@ -770,6 +778,20 @@ fn plain_host(host: &[u8]) -> Option<&str> {
 }
 
 impl Session {
+    /// An ACME HTTP-01 challenge on a plain connection while the server's
+    /// own ACME client runs: `Some(Some(key authorization))` for a token
+    /// being validated, `Some(None)` (404) for any other; `None` when the
+    /// request is not one (or no client runs: then the document root
+    /// serves the path, for an ACME client beside spindle).
+    fn acme_answer(&self, cfg: &SessionConfig, rel: &[u8]) -> Option<Option<String>> {
+        let tokens = cfg.acme_http01.as_ref()?;
+        if self.tls {
+            return None;
+        }
+        let token = rel.strip_prefix(crate::challenge::HTTP01_PREFIX)?;
+        Some(tokens.answer(token))
+    }
+
     /// `--redirect-https`'s answer for this request, if it has one: not
     /// over TLS, not an ACME HTTP-01 challenge (RFC 8555 §8.3, which must
     /// stay reachable over plain HTTP), and a host to send it to.

@@ -45,6 +45,10 @@ pub struct SessionConfig {
     /// List a directory whose index file is missing (`--autoindex`):
     /// [`Step::List`](crate::Step::List) instead of a 404.
     pub autoindex: bool,
+    /// ACME HTTP-01 answers (`--acme-domain`): when set, a plain
+    /// connection's `/.well-known/acme-challenge/TOKEN` is answered from
+    /// here (200 or 404), never from the document root.
+    pub acme_http01: Option<Arc<crate::challenge::Http01Tokens>>,
 }
 
 impl SessionConfig {
@@ -111,6 +115,7 @@ impl Default for SessionConfig {
             hosts: Vec::new(),
             autoindex: false,
             redirect_https: None,
+            acme_http01: None,
         }
     }
 }

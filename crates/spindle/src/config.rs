@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Deserialize;
 
+mod acme;
 mod checks;
 mod file;
 mod merge;
@@ -248,6 +249,21 @@ pub struct Cli {
     /// Serve Prometheus metrics at http://ADDR/metrics, on a listener of their own (never a public one) [default: off]
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
+    /// Obtain and renew a certificate for these names by ACME (repeatable: one certificate each; "a.org,www.a.org" puts two names on one), served on --tls-listen; HTTP-01 is answered on --listen
+    #[arg(long, value_name = "NAMES")]
+    pub acme_domain: Vec<String>,
+    /// Contact address given to the ACME CA (expiry notices)
+    #[arg(long, value_name = "ADDR")]
+    pub acme_email: Option<String>,
+    /// The ACME CA's directory URL [default: Let's Encrypt, https://acme-v02.api.letsencrypt.org/directory]
+    #[arg(long, value_name = "URL")]
+    pub acme_directory: Option<String>,
+    /// PEM roots to trust for the ACME directory's own HTTPS, beside the system's (a private or test CA)
+    #[arg(long, value_name = "FILE")]
+    pub acme_ca: Option<PathBuf>,
+    /// Where the ACME account key, certificates and keys are kept (mode 0600) [default: /var/lib/spindle/acme]
+    #[arg(long, value_name = "DIR")]
+    pub acme_state: Option<PathBuf>,
 }
 
 /// A virtual host, checked.
@@ -331,6 +347,8 @@ pub struct Config {
     pub source: Option<Cli>,
     /// Where to serve Prometheus metrics (`metrics.rs`); `None`: nowhere.
     pub metrics: Option<SocketAddr>,
+    /// Automatic HTTPS (`--acme-domain`, `acme/`); `None`: off.
+    pub acme: Option<crate::acme::AcmeConfig>,
 }
 
 impl Config {
@@ -379,7 +397,9 @@ impl Config {
             },
             &proxy_listen,
         )?;
-        let tls_certs = tls_certs(&mut cli, &mut file, &tls_listen)?;
+        let acme = acme::acme(&mut cli, &mut file, &listen, &tls_listen)?;
+        let tls_certs = tls_certs(&mut cli, &mut file, &tls_listen, acme.is_some())?;
+        acme::check_names_free(acme.as_ref(), &tls_certs)?;
         let limit_rate = size(cli.limit_rate, &file.limit_rate, 0)?;
         let limit_rate_after = size(cli.limit_rate_after, &file.limit_rate_after, 0)?;
         let metrics = cli.metrics.or(file.metrics);
@@ -502,6 +522,7 @@ impl Config {
             })?),
             hosts: vhosts(&cli.vhost, file.hosts)?,
             metrics,
+            acme,
             source: None,
         })
     }
@@ -574,6 +595,7 @@ impl Config {
                         .map(move |n| (n.as_bytes().to_vec(), i as u16 + 1))
                 })
                 .collect(),
+            acme_http01: self.acme.as_ref().map(|_| crate::acme::http01_tokens()),
             boundary_seed: std::hash::BuildHasher::hash_one(
                 &std::collections::hash_map::RandomState::new(),
                 std::process::id(),

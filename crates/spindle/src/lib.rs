@@ -48,6 +48,7 @@ macro_rules! info {
 }
 
 pub mod accesslog;
+pub mod acme;
 pub mod backend;
 pub mod config;
 pub mod conn;

@@ -390,6 +390,7 @@ impl Registry {
             "Access-log lines dropped because the writer thread fell behind.",
             self.log.dropped(),
         );
+        o.0.push_str(&crate::acme::metrics_text());
         o.0
     }
 

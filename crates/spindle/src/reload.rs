@@ -83,6 +83,8 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         // Each device's depth is made when the worker first reads it.
         depth => "depth",
         backend_is_default => "backend",
+        // The ACME thread and its names are set up at start.
+        acme => "acme-*",
     );
     // Every key of Config, each said to be restart-only (put back above)
     // or reloadable (taken as read). No `..`: a new key does not compile
@@ -108,6 +110,7 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         autoindex: _,
         depth: _,
         backend_is_default: _,
+        acme: _,
         // Reloadable: the access log's path (its on/off is above), what a
         // session decides, the document roots, limits and timeouts per
         // request or connection, TLS certificates (read again by

@@ -30,6 +30,22 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // meets EMFILE sheds half its cache before it pauses accepting.
     raise_nofile_limit();
     cfg.cap_open_file_cache();
+    // ACME's state directory: checked before anything is logged (one
+    // error line), and given to --user, who will write it.
+    let acme_store = match &cfg.acme {
+        Some(a) => {
+            let owner = match &cfg.user {
+                Some(u) if is_root() => Some(lookup_user(u)?),
+                _ => None,
+            };
+            Some(crate::acme::store::Store::open(
+                &a.state,
+                &a.directory,
+                owner,
+            )?)
+        }
+        None => None,
+    };
 
     // Block the stop signals in every thread; the main thread takes them
     // with sigwait below, so no handler ever runs inside a worker.
@@ -60,6 +76,16 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     if let Some(user) = &cfg.user {
         switch_user(user)?;
     }
+    // Automatic HTTPS: the state directory is checked as the user that
+    // will write it, and stored certificates are in before any worker.
+    let acme = match (&cfg.acme, &tls, acme_store) {
+        (Some(acme), Some(t), Some(store)) => {
+            let mut addrs = listeners.addrs(Kind::Tls);
+            addrs.extend(listeners.addrs(Kind::Plain));
+            Some(crate::acme::prepare(acme, store, t.clone(), addrs)?)
+        }
+        _ => None,
+    };
 
     let cfg = Arc::new(cfg);
     let shared = Shared::new(&cfg, root, tls, log.clone())?;
@@ -71,6 +97,10 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         crate::info!("metrics on http://{addr}/metrics");
     }
     announce(&cfg, &listeners, &shared, handover_ready.is_none());
+    // Ordering starts once the startup line is out.
+    if let Some(acme) = acme {
+        acme.spawn()?;
+    }
     // The spindle this one replaces drains once it reads this.
     if let Some(ready) = handover_ready {
         crate::handover::say_ready(ready);
@@ -153,7 +183,12 @@ fn load_tls(
     if !listeners.has(Kind::Tls) {
         return Ok(None);
     }
-    let shared = crate::tls::Shared::load(&cfg.tls_certs, cfg.serves_http2())?;
+    let acme_names = cfg.acme.as_ref().map_or(&[][..], |a| &a.certs[..]);
+    if let Some(a) = &cfg.acme {
+        crate::acme::check_tls_certs(a, &cfg.tls_certs)?;
+    }
+    let shared =
+        crate::tls::Shared::load_with_acme(&cfg.tls_certs, cfg.serves_http2(), acme_names)?;
     let path = match net::ktls_available() {
         Ok(()) => "kernel TLS is available but not used yet".to_string(),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
@@ -455,17 +490,20 @@ fn reload(reloads: &crate::conn::Published, tls: Option<&crate::tls::Shared>, lo
     net::sd_notify("READY=1");
 }
 
-/// Switches to `name`'s user and groups (started as root, after binding):
-/// as nginx's `user`, so that a bug serves what that user may read, no more.
-fn switch_user(name: &str) -> Result<(), String> {
+fn is_root() -> bool {
+    // SAFETY: geteuid has no failure and no arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The uid and gid of user `name`.
+fn lookup_user(name: &str) -> Result<(u32, u32), String> {
     let cname =
         std::ffi::CString::new(name).map_err(|_| format!("--user {name:?}: not a user name"))?;
     // SAFETY: an all-zero passwd is a valid out-parameter for getpwnam_r.
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
     let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer refers to a live local of the size passed; the
-    // strings getpwnam_r writes live in `buf`, which outlives their use here.
+    // SAFETY: every pointer refers to a live local of the size passed.
     let rc = unsafe {
         libc::getpwnam_r(
             cname.as_ptr(),
@@ -478,7 +516,15 @@ fn switch_user(name: &str) -> Result<(), String> {
     if rc != 0 || found.is_null() {
         return Err(format!("--user {name}: no such user"));
     }
-    let (uid, gid) = (pwd.pw_uid, pwd.pw_gid);
+    Ok((pwd.pw_uid, pwd.pw_gid))
+}
+
+/// Switches to `name`'s user and groups (started as root, after binding):
+/// as nginx's `user`, so that a bug serves what that user may read, no more.
+fn switch_user(name: &str) -> Result<(), String> {
+    let (uid, gid) = lookup_user(name)?;
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| format!("--user {name:?}: not a user name"))?;
     // SAFETY: plain identity calls; initgroups reads the NUL-terminated name.
     unsafe {
         if libc::geteuid() == uid {

@@ -69,6 +69,11 @@ impl Resumption {
     }
 }
 
+/// Certificates the ACME client manages (`acme/`), each with its names:
+/// `None` until the first is obtained, and a handshake for one of its
+/// names fails meanwhile (no certificate: a `handshake_failure` alert).
+pub type AcmeEntries = Vec<(Vec<String>, Option<Arc<CertifiedKey>>)>;
+
 /// The configuration new HTTPS connections start from; SIGHUP replaces it
 /// (connections already open keep theirs). A worker keeps its own copy and
 /// takes the lock only when the generation has moved.
@@ -78,21 +83,59 @@ pub struct Shared {
     specs: Vec<CertSpec>,
     resumption: Resumption,
     h2: bool,
+    acme: Mutex<AcmeEntries>,
 }
 
 impl Shared {
     /// Loads the certificates (one error line on failure); `h2`: offer
     /// HTTP/2 by ALPN.
     pub fn load(specs: &[CertSpec], h2: bool) -> Result<Shared, String> {
+        Shared::load_with_acme(specs, h2, &[])
+    }
+
+    /// [`load`](Shared::load), with certificates for `acme` names to come
+    /// from the ACME client ([`set_acme`](Shared::set_acme)).
+    pub fn load_with_acme(
+        specs: &[CertSpec],
+        h2: bool,
+        acme: &[Vec<String>],
+    ) -> Result<Shared, String> {
         let resumption = Resumption::new()?;
-        let cfg = server_config_with(specs, &resumption, h2)?;
+        let acme: AcmeEntries = acme
+            .iter()
+            .map(|names| {
+                let names = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+                (names, None)
+            })
+            .collect();
+        let cfg = server_config_with(specs, &resumption, h2, &acme)?;
         Ok(Shared {
             current: Mutex::new(cfg),
             generation: AtomicU64::new(0),
             specs: specs.to_vec(),
             resumption,
             h2,
+            acme: Mutex::new(acme),
         })
+    }
+
+    /// Puts an ACME certificate in for the entry of `names`, as a reload
+    /// does: connections open keep theirs, new ones get this one.
+    pub fn set_acme(&self, names: &[String], key: Arc<CertifiedKey>) -> Result<(), String> {
+        let mut acme = self.acme.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = acme
+            .iter_mut()
+            .find(|(n, _)| {
+                n.iter()
+                    .map(String::as_str)
+                    .eq(names.iter().map(String::as_str))
+            })
+            .ok_or_else(|| format!("no ACME certificate is configured for {}", names.join(",")))?;
+        entry.1 = Some(key);
+        let cfg = server_config_with(&self.specs, &self.resumption, self.h2, &acme)?;
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 
     pub fn generation(&self) -> u64 {
@@ -121,7 +164,8 @@ impl Shared {
     /// configuration stays. Ticket keys and cached sessions carry over, so
     /// clients keep resuming.
     pub fn reload(&self) -> Result<(), String> {
-        let cfg = server_config_with(&self.specs, &self.resumption, self.h2)?;
+        let acme = self.acme.lock().unwrap_or_else(|p| p.into_inner());
+        let cfg = server_config_with(&self.specs, &self.resumption, self.h2, &acme)?;
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -220,7 +264,7 @@ fn suite_rank(suite: rustls::CipherSuite) -> (u8, u8) {
 /// Loads and checks the certificates and keys and builds the configuration,
 /// with resumption state of its own. Errors are one line naming the file.
 pub fn server_config(specs: &[CertSpec]) -> Result<Arc<ServerConfig>, String> {
-    server_config_with(specs, &Resumption::new()?, false)
+    server_config_with(specs, &Resumption::new()?, false, &[])
 }
 
 /// `h2`: offer HTTP/2 by ALPN, before HTTP/1.1.
@@ -228,8 +272,9 @@ fn server_config_with(
     specs: &[CertSpec],
     resumption: &Resumption,
     h2: bool,
+    acme: &[(Vec<String>, Option<Arc<CertifiedKey>>)],
 ) -> Result<Arc<ServerConfig>, String> {
-    if specs.is_empty() {
+    if specs.is_empty() && acme.is_empty() {
         return Err("TLS needs a certificate: give --tls-cert FILE and --tls-key FILE".into());
     }
     if specs.len() > MAX_CERTIFICATES {
@@ -250,12 +295,21 @@ fn server_config_with(
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS setup: {e}"))?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(BySni { entries }));
+        .with_cert_resolver(Arc::new(BySni {
+            entries,
+            acme: acme.to_vec(),
+        }));
     // http/1.0 too, as nginx does: curl -0 offers only that, and an
     // ALPN mismatch is a fatal alert (RFC 7301).
     cfg.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     if h2 {
         cfg.alpn_protocols.insert(0, b"h2".to_vec());
+    }
+    if !acme.is_empty() {
+        // TLS-ALPN-01 validation (RFC 8737): only a CA's validator offers
+        // it, and the resolver answers it with the challenge certificate.
+        cfg.alpn_protocols
+            .push(crate::acme::challenge::ACME_TLS_ALPN.to_vec());
     }
     cfg.ignore_client_order = true;
     cfg.session_storage = resumption.storage.clone();
@@ -277,7 +331,7 @@ fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The chain and key of one spec, checked to belong together.
-fn certified_key(s: &CertSpec, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+pub fn certified_key(s: &CertSpec, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
     let pem = read_pem(&s.cert, "certificate")?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
@@ -305,16 +359,22 @@ fn certified_key(s: &CertSpec, provider: &CryptoProvider) -> Result<CertifiedKey
     })
 }
 
-/// Chooses the certificate by the ClientHello's server name: an exact name,
-/// then a `*.` wildcard for one label, then the first certificate.
+/// Chooses the certificate by the ClientHello's server name: an ACME
+/// name (none while its certificate is awaited), an exact name, then a
+/// `*.` wildcard for one label, then the first certificate (or, with
+/// none configured, the first ACME one obtained).
 #[derive(Debug)]
 struct BySni {
     entries: Vec<(Vec<String>, Arc<CertifiedKey>)>,
+    acme: AcmeEntries,
 }
 
 impl BySni {
     fn pick(&self, name: Option<&str>) -> Option<Arc<CertifiedKey>> {
         if let Some(name) = name.map(str::to_ascii_lowercase) {
+            if let Some((_, k)) = self.acme.iter().find(|(n, _)| n.contains(&name)) {
+                return k.clone();
+            }
             let wild = name.split_once('.').map(|(_, rest)| format!("*.{rest}"));
             for want in std::iter::once(Some(&name))
                 .chain(std::iter::once(wild.as_ref()))
@@ -329,12 +389,22 @@ impl BySni {
                 }
             }
         }
-        self.entries.first().map(|(_, k)| k.clone())
+        match self.entries.first() {
+            Some((_, k)) => Some(k.clone()),
+            None => self.acme.iter().find_map(|(_, k)| k.clone()),
+        }
     }
 }
 
 impl ResolvesServerCert for BySni {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let acme_validation = !self.acme.is_empty()
+            && hello
+                .alpn()
+                .is_some_and(|mut p| p.any(|p| p == crate::acme::challenge::ACME_TLS_ALPN));
+        if acme_validation {
+            return crate::acme::challenge::tls_alpn_certs().get(hello.server_name()?);
+        }
         self.pick(hello.server_name())
     }
 }
@@ -394,6 +464,10 @@ mod tests {
         let key = |kind: &str| Arc::new(certified_key(&spec(&[], kind), &p).unwrap());
         let (a, b, c) = (key("p256"), key("rsa"), key("ed25519"));
         let r = BySni {
+            acme: vec![
+                (vec!["pending.test".into()], None),
+                (vec!["issued.test".into()], Some(c.clone())),
+            ],
             entries: vec![
                 (vec![], a.clone()),
                 (vec!["rsa.test".into()], b.clone()),
@@ -405,5 +479,10 @@ mod tests {
         assert!(Arc::ptr_eq(&r.pick(Some("a.b.example.org")).unwrap(), &a));
         assert!(Arc::ptr_eq(&r.pick(Some("other.test")).unwrap(), &a));
         assert!(Arc::ptr_eq(&r.pick(None).unwrap(), &a));
+        assert!(
+            r.pick(Some("pending.test")).is_none(),
+            "awaited: no certificate"
+        );
+        assert!(Arc::ptr_eq(&r.pick(Some("Issued.test")).unwrap(), &c));
     }
 }

@@ -67,6 +67,11 @@ pub(super) struct FileConfig {
     pub(super) rules: Option<Vec<RuleEntry>>,
     pub(super) hosts: Option<Vec<HostEntry>>,
     pub(super) metrics: Option<SocketAddr>,
+    pub(super) acme_domain: Option<Vec<String>>,
+    pub(super) acme_email: Option<String>,
+    pub(super) acme_directory: Option<String>,
+    pub(super) acme_ca: Option<PathBuf>,
+    pub(super) acme_state: Option<PathBuf>,
 }
 
 /// One `[[hosts]]` table: a virtual host's names and document root.

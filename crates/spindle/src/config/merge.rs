@@ -239,6 +239,7 @@ pub(super) fn tls_certs(
     cli: &mut Cli,
     file: &mut FileConfig,
     tls_listen: &[SocketAddr],
+    acme: bool,
 ) -> Result<Vec<crate::tls::CertSpec>, String> {
     let mut certs = match (
         cli.tls_cert.take().or(file.tls_cert.take()),
@@ -274,7 +275,7 @@ pub(super) fn tls_certs(
             key: e.key,
         });
     }
-    if !tls_listen.is_empty() && certs.is_empty() {
+    if !tls_listen.is_empty() && certs.is_empty() && !acme {
         return Err("tls-listen needs a certificate: give tls-cert FILE and tls-key FILE".into());
     }
     if tls_listen.is_empty() && !certs.is_empty() {

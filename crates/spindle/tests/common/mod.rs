@@ -167,8 +167,18 @@ impl Server {
 
     /// As [`Server::start`]; without `root`, the root comes from a
     /// `--config` file in `extra`.
-    #[allow(clippy::zombie_processes)]
     pub fn start_with(backend: &str, root: Option<&Path>, extra: &[&str]) -> Server {
+        Server::start_env(backend, root, extra, &[])
+    }
+
+    /// As [`Server::start_with`], with these environment variables set.
+    #[allow(clippy::zombie_processes)]
+    pub fn start_env(
+        backend: &str,
+        root: Option<&Path>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let stderr_log =
             std::env::temp_dir().join(format!("spindle-test-{}-{n}.err", std::process::id()));
@@ -186,6 +196,7 @@ impl Server {
             .arg("127.0.0.1:0")
             .args(extra)
             .args(root)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err);
