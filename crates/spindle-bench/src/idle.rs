@@ -27,6 +27,12 @@ pub struct IdleArgs {
     /// Working keep-alive connections.
     #[arg(long, default_value_t = 100)]
     pub parallel: u64,
+    /// HTTP/2 over HTTPS: the idle connections are TLS connections that
+    /// chose h2 by ALPN and exchanged SETTINGS, with no stream open, held
+    /// by the harness; the load is h2load `-c 10 -m 32`. The servers that
+    /// speak HTTP/2 only, with the same certificate. Reports go to idle-h2.*
+    #[arg(long)]
+    pub h2: bool,
 }
 
 /// Why `idle --quick` is a smoke test (its method line).
@@ -45,7 +51,12 @@ pub const COLUMNS: [Column; 8] = [
 
 pub fn run(a: IdleArgs) -> Result<()> {
     let c = &a.common;
-    let (servers, notes) = c.servers()?;
+    let (mut servers, mut notes) = c.servers()?;
+    if a.h2 {
+        crate::tls::https_only(&mut servers, &mut notes)?;
+        crate::h2load::h2_only(&mut servers, &mut notes)?;
+    }
+    let name_of_run = if a.h2 { "idle-h2" } else { "idle" };
     let steps: Vec<u64> = if c.quick {
         vec![0, 100]
     } else {
@@ -70,8 +81,12 @@ pub fn run(a: IdleArgs) -> Result<()> {
         machine.versions.insert(s.name(), v.clone());
     }
     let mut report = Report::new(
-        "idle",
-        "idle keep-alive connections: throughput and server RSS",
+        name_of_run,
+        if a.h2 {
+            "idle HTTP/2 connections (TLS, SETTINGS exchanged, no stream): throughput and server RSS"
+        } else {
+            "idle keep-alive connections: throughput and server RSS"
+        },
         machine,
         json!({"idle": steps, "seconds": seconds, "parallel": a.parallel, "workers": c.workers,
                "files": tiny.files.len(), "rounds": c.rounds()}),
@@ -83,10 +98,19 @@ pub fn run(a: IdleArgs) -> Result<()> {
         report.smoke_test(QUICK_IDLE);
     }
     report.notes.push("a fresh server process group for every round, step and server: a step's RSS is that of a server that has held only that step's connections; each server runs its steps back to back (the bar is a ratio between steps of one server), in ascending order in odd rounds and descending in even ones, and the servers' order rotates from round to round, so that drift in the machine does not fall on one step or one server; RSS = sum of VmRSS over the server's processes, sampled every 100 ms during the run, max kept".into());
-    let work = common::workdir(&c.out, "idle")?;
+    let work = common::workdir(&c.out, name_of_run)?;
+    let tls = if a.h2 {
+        report.notes.push(format!(
+            "{}; the idle connections: rustls clients offering only h2, each sending the preface and SETTINGS and acknowledging the server's, then silent, all opened before the measured run; load: h2load -c {H2_CLIENTS} -m {H2_STREAMS} over 1 KiB files",
+            crate::tls::note()
+        ));
+        Some(crate::tls::make(&work.join("tls"))?)
+    } else {
+        None
+    };
     let progress = Progress::new(
         c.rounds() as u64 * servers.len() as u64 * steps.len() as u64,
-        "idle",
+        name_of_run,
     );
     for round in 0..c.rounds() {
         let mut order = steps.clone();
@@ -103,11 +127,27 @@ pub fn run(a: IdleArgs) -> Result<()> {
                 let group = format!("{n} idle connections");
                 let name = server.name();
                 progress.start(format!("round {} {group} {name}", round + 1));
-                let r = Running::start(server, &common::setup(&tiny.dir, c.workers))
+                let mut setup = common::setup(&tiny.dir, c.workers);
+                setup.tls = tls.clone();
+                setup.http2 = a.h2;
+                let r = Running::start(server, &setup)
                     .and_then(|running| {
                         let urls = work.join("urls");
-                        common::write_urls(&urls, running.port, &tiny.files)?;
-                        step(&running, &urls, n, seconds, a.parallel, &work)
+                        match &tls {
+                            Some(t) => {
+                                common::write_urls_scheme(
+                                    &urls,
+                                    "https",
+                                    running.port,
+                                    &tiny.files,
+                                )?;
+                                step_h2(&running, &urls, n, seconds, t, c.workers)
+                            }
+                            None => {
+                                common::write_urls(&urls, running.port, &tiny.files)?;
+                                step(&running, &urls, n, seconds, a.parallel, &work)
+                            }
+                        }
                     })
                     .map(|mut m| {
                         m.insert("round".into(), (round + 1) as f64);
@@ -174,7 +214,7 @@ pub fn run(a: IdleArgs) -> Result<()> {
     o.push_str("\nReading the CPU columns: the client and the server each have one core, and both are near busy at these rates, so req/s moves with the speed of the machine as well as with the server. The client's CPU per request is the yardstick for the machine: when the server's ratio rises with the client's, the machine was slower in that step; when it rises alone, the idle connections cost the server. The server's CPU is taken over the measured run alone (from the load generator's start and end times and the server's CPU sampled every 100 ms), so setting up the step's idle connections is not in it.\n");
     report.extra_md.push(o);
     report.machine.finish();
-    for f in report.write(&c.out, "idle", &COLUMNS, "requests per second")? {
+    for f in report.write(&c.out, name_of_run, &COLUMNS, "requests per second")? {
         eprintln!("wrote {}", f.display());
     }
     Ok(())
@@ -206,28 +246,7 @@ fn step(
     parallel: u64,
     work: &std::path::Path,
 ) -> Result<std::collections::BTreeMap<String, f64>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let max_rss = Arc::new(AtomicU64::new(0));
-    let pgid = running.pgid;
-    // The server's CPU on the wall clock, every 100 ms, so that its CPU per
-    // request can be taken over the measured run alone: setting up 10,000
-    // idle connections (an accept and a request each) comes before it.
-    let sampler = {
-        let stop = stop.clone();
-        let max_rss = max_rss.clone();
-        std::thread::spawn(move || {
-            let mut cpu = Vec::with_capacity(CPU_SAMPLES_MAX);
-            while !stop.load(Ordering::Relaxed) {
-                max_rss.fetch_max(crate::sys::group_rss_kib(pgid), Ordering::Relaxed);
-                if cpu.len() < CPU_SAMPLES_MAX {
-                    cpu.push((unix_now(), crate::sys::group_cpu_seconds(pgid)));
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            cpu.push((unix_now(), crate::sys::group_cpu_seconds(pgid)));
-            cpu
-        })
-    };
+    let sampler = Sampler::start(running.pgid);
     let load = Load {
         rate: None,
         urls: urls.to_path_buf(),
@@ -241,8 +260,7 @@ fn step(
     let c0 = running.cpu_seconds();
     let r = common::run_load(&load, work, "idle");
     let c1 = running.cpu_seconds();
-    stop.store(true, Ordering::Relaxed);
-    let samples = sampler.join().unwrap_or_default();
+    let (max_rss_kib, samples) = sampler.finish();
     let v = r?;
     let mut m = common::load_metrics(&v);
     let fetches = m.get("fetches").copied().unwrap_or(0.0);
@@ -255,10 +273,7 @@ fn step(
         "req_per_sec".into(),
         m.get("fetches_per_sec").copied().unwrap_or(0.0),
     );
-    m.insert(
-        "rss_mib".into(),
-        max_rss.load(Ordering::Relaxed) as f64 / 1024.0,
-    );
+    m.insert("rss_mib".into(), max_rss_kib as f64 / 1024.0);
     m.insert("idle".into(), idle as f64);
     if fetches > 0.0 {
         // Over the measured run when the samples cover it; else the whole
@@ -269,6 +284,101 @@ fn step(
             "cpu_over_run_only".into(),
             if window.is_some() { 1.0 } else { 0.0 },
         );
+    }
+    Ok(m)
+}
+
+/// The server's RSS (its maximum) and CPU on the wall clock, every 100 ms,
+/// so that its CPU per request can be taken over the measured run alone:
+/// setting up 10,000 idle connections (an accept and a request each)
+/// comes before it.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    max_rss: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<Vec<(f64, f64)>>,
+}
+
+impl Sampler {
+    fn start(pgid: u32) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let max_rss = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let stop = stop.clone();
+            let max_rss = max_rss.clone();
+            std::thread::spawn(move || {
+                let mut cpu = Vec::with_capacity(CPU_SAMPLES_MAX);
+                while !stop.load(Ordering::Relaxed) {
+                    max_rss.fetch_max(crate::sys::group_rss_kib(pgid), Ordering::Relaxed);
+                    if cpu.len() < CPU_SAMPLES_MAX {
+                        cpu.push((unix_now(), crate::sys::group_cpu_seconds(pgid)));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                cpu.push((unix_now(), crate::sys::group_cpu_seconds(pgid)));
+                cpu
+            })
+        };
+        Sampler {
+            stop,
+            max_rss,
+            thread,
+        }
+    }
+
+    /// The maximum RSS (KiB) and the CPU samples.
+    fn finish(self) -> (u64, Vec<(f64, f64)>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let samples = self.thread.join().unwrap_or_default();
+        (self.max_rss.load(Ordering::Relaxed), samples)
+    }
+}
+
+/// h2load's connections and streams per connection in `idle --h2`.
+const H2_CLIENTS: u64 = 10;
+const H2_STREAMS: u64 = 32;
+
+/// One `idle --h2` step: `idle` HTTP/2 connections held (SETTINGS
+/// exchanged, no stream), then `seconds` of h2load, the server's RSS
+/// sampled throughout.
+fn step_h2(
+    running: &Running,
+    urls: &std::path::Path,
+    idle: u64,
+    seconds: f64,
+    tls: &crate::tls::TlsFiles,
+    workers: u32,
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    let sampler = Sampler::start(running.pgid);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], running.port));
+    let held = if idle > 0 {
+        Some(crate::h2idle::Holder::open(addr, idle, &tls.ca))
+    } else {
+        None
+    };
+    let held = match held.transpose() {
+        Ok(h) => h,
+        Err(e) => {
+            sampler.finish();
+            return Err(e);
+        }
+    };
+    let c0 = running.cpu_seconds();
+    let secs = format!("{}", seconds.max(1.0).round() as u64);
+    let text = crate::h2load::run(
+        urls,
+        (H2_CLIENTS, H2_STREAMS),
+        &["-D".into(), secs],
+        workers,
+    );
+    let c1 = running.cpu_seconds();
+    let at_end = held.map_or(0, crate::h2idle::Holder::close);
+    let (max_rss_kib, _) = sampler.finish();
+    let mut m = crate::h2load::metrics(&text?)?;
+    m.insert("rss_mib".into(), max_rss_kib as f64 / 1024.0);
+    m.insert("idle".into(), idle as f64);
+    m.insert("idle_held_at_end".into(), at_end as f64);
+    if let Some(f) = m.get("fetches").copied().filter(|f| *f > 0.0) {
+        m.insert("cpu_s_per_10k".into(), (c1 - c0) / f * 10_000.0);
     }
     Ok(m)
 }

@@ -9,6 +9,7 @@
 mod cold;
 mod common;
 mod data;
+mod h2idle;
 mod h2load;
 mod hot;
 mod idle;
