@@ -22,7 +22,6 @@ build() {
   local src=$work/build/src
   rm -rf "$src" && mkdir -p "$src"
   cp -r "$repo/debian" "$repo/contrib" "$repo/Cargo.toml" "$src/"
-  rm -rf "$src/debian/generated" "$src/debian/spindle" "$src/debian/.debhelper"
   if [ "$1" != "$(cd "$repo" && dpkg-parsechangelog -SVersion)" ]; then
     local who
     who=$(cd "$repo" && dpkg-parsechangelog -SMaintainer)
@@ -50,8 +49,12 @@ sed 's/^/   /' "$work/lintian.log"
 grep -q '^E: ' "$work/lintian.log" && fail "lintian reports errors"
 
 # A container image's policy-rc.d (exit 101: start no service) would keep
-# the package's scripts from starting spindle; a machine has none.
+# the package's scripts from starting spindle, and its dpkg path-exclude
+# lines (a slim image's) would drop the man page; a machine has neither.
 rm -f "$m/usr/sbin/policy-rc.d"
+for f in "$m"/etc/dpkg/dpkg.cfg.d/*; do
+  if [ -f "$f" ]; then sed -i '/^path-exclude/d' "$f"; fi
+done
 
 # What the container's root holds beyond the host's (the overlay's upper
 # directory, less what any boot or apt-get run changes): a new path, a
@@ -115,7 +118,7 @@ inside curl -sf http://localhost/ | grep -q 'spindle is serving' || fail "not se
 wait "$dl"
 [ "$(inside cat /root/big.rc)" = 0 ] || fail "the download across the upgrade failed"
 [ "$(inside sha256sum /root/big.out | cut -d' ' -f1)" = "$sum" ] || fail "the download across the upgrade has wrong bytes"
-for _ in $(seq 100); do inside kill -0 "$pid1" 2>/dev/null || break; sleep 0.1; done
+# (postinst waits for the old process to finish its download.)
 inside kill -0 "$pid1" 2>/dev/null && fail "the old process did not exit after its download"
 journal_has cat "handed over to pid $pid2" -u spindle || fail "no handover line in the journal"
 # No restart: the unit never left the active state, and systemd started it once.
@@ -150,6 +153,12 @@ for u in spindle.socket spindle.service; do
   inside systemctl -q is-enabled "$u" 2>/dev/null && fail "$u is enabled after remove"
 done
 inside pgrep -x spindle > /dev/null && fail "a spindle process is left"
+# The stop drained the process the last handover started, as systemd's
+# own child (postinst's daemon-reload), instead of killing it.
+journal_has cat '^spindle.service: Deactivated successfully' -u spindle.service \
+  || fail "the stop did not end in success"
+inside journalctl -u spindle.service --no-pager -o cat | grep -E 'SIGKILL|Failed with result' \
+  && fail "the stop killed spindle"
 inside curl -s -o /dev/null http://localhost/ && fail "port 80 still answers"
 [ -e "$m/usr/sbin/spindle" ] && fail "/usr/sbin/spindle is left"
 [ -f "$m/etc/spindle/spindle.toml" ] || fail "remove took the configuration"
