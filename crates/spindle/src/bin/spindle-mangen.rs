@@ -20,7 +20,7 @@ const EXTRA: &str = r#".SH FILES
 The configuration the packaged \fBspindle.service\fR starts \fBspindle\fR with (\fB\-\-config\fR): the same keys as the long options, without the dashes.
 .TP
 .I /lib/systemd/system/spindle.socket
-Ports 80 (IPv4 and IPv6), bound by systemd and passed to \fBspindle\fR (socket activation). A socket whose address is one of \fBtls\-listen\fR serves HTTPS.
+Port 80 (IPv4 and IPv6), bound by systemd and passed to \fBspindle\fR (socket activation). A socket whose address is one of \fBtls\-listen\fR serves HTTPS.
 .TP
 .I /var/www/html
 The directory the packaged configuration serves.
