@@ -104,9 +104,10 @@ step "5. apt-get install the newer package during a 64 MiB download (the handove
 head -c 67108864 /dev/urandom > "$m/var/www/html/big.bin"
 sum=$(sha256sum "$m/var/www/html/big.bin" | cut -d' ' -f1)
 started=$(inside systemctl show -p ActiveEnterTimestampMonotonic --value spindle.service)
-inside sh -c 'curl -s --limit-rate 16M -o /root/big.out http://localhost/big.bin; echo $? > /root/big.rc' &
+# 8 s at 8 MiB/s: apt-get takes a second or two to reach the postinst.
+inside sh -c 'curl -s --limit-rate 8M -o /root/big.out http://localhost/big.bin; echo $? > /root/big.rc' &
 dl=$!
-sleep 1
+for _ in $(seq 100); do [ "$(stat -c %s "$m/root/big.out" 2>/dev/null || echo 0)" -gt 1048576 ] && break; sleep 0.1; done
 inside sh -c "cd /root && apt-get install -y -q ./spindle_${v2}_amd64.deb" > "$work/apt.log" 2>&1 \
   || { cat "$work/apt.log" >&2; fail "apt-get install (upgrade)"; }
 grep 'handed its sockets' "$work/apt.log" | sed 's/^/   /'
@@ -121,6 +122,11 @@ wait "$dl"
 # (postinst waits for the old process to finish its download.)
 inside kill -0 "$pid1" 2>/dev/null && fail "the old process did not exit after its download"
 journal_has cat "handed over to pid $pid2" -u spindle || fail "no handover line in the journal"
+# The handover came while the download was under way.
+handed=$(inside journalctl -u spindle --no-pager -o short-unix | grep "handed over to pid $pid2" | cut -d' ' -f1)
+ended=$(inside stat -c %.6Y /root/big.rc)
+awk -v a="$handed" -v b="$ended" 'BEGIN { exit !(a < b) }' \
+  || fail "the handover ($handed) came after the download ended ($ended)"
 # No restart: the unit never left the active state, and systemd started it once.
 [ "$(inside systemctl show -p ActiveEnterTimestampMonotonic --value spindle.service)" = "$started" ] \
   || fail "spindle.service was restarted"
@@ -129,7 +135,7 @@ n=$(inside journalctl -u spindle.service --no-pager -o cat | grep -c '^Started s
 [ "$n" = 1 ] || fail "the journal shows spindle.service started $n times"
 inside journalctl -u spindle.service --no-pager -o cat | grep -qE '^(Stopping|Stopped) spindle' \
   && fail "the journal shows a stop"
-echo "   main pid $pid1 -> $pid2 by the upgrade; 64 MiB download across it intact; started once"
+echo "   main pid $pid1 -> $pid2 by the upgrade, $(awk -v a="$handed" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') s before the end of a 64 MiB download, which is intact; started once"
 
 step "6. an upgrade whose new binary cannot start leaves the old one serving"
 echo 'no-such-key = 1' >> "$m/etc/spindle/spindle.toml"
