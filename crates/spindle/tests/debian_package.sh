@@ -57,11 +57,12 @@ for f in "$m"/etc/dpkg/dpkg.cfg.d/*; do
 done
 
 # What the container's root holds beyond the host's (the overlay's upper
-# directory, less what any boot or apt-get run changes): a new path, a
-# file whose bytes differ, a host file deleted (a whiteout).
+# directory, less what any boot or apt-get run changes; deb-systemd-helper's
+# state in /var/lib/systemd counts): a new path, a file whose bytes differ,
+# a host file deleted (a whiteout).
 changes() {
   (cd "$up" && find . -mindepth 1 | sed 's|^\.||' | sort) \
-    | grep -vE '^/(root|tmp|run|var/(www|tmp|log/journal|log/(apt|dpkg\.log|alternatives\.log)|cache|lib/(apt|dpkg|systemd|private|man-db|PackageKit))|etc/(machine-id|ld\.so\.cache|(passwd|group|shadow|gshadow|subuid|subgid)-))(/|$)' \
+    | grep -vE '^/(root|tmp|run|var/(www|tmp|log/journal|log/(apt|dpkg\.log|alternatives\.log)|cache|lib/(apt|dpkg|systemd/(linger|random-seed|timers|timesync|coredump|pstore|backlight|rfkill|catalog)|private|man-db|PackageKit))|etc/(machine-id|ld\.so\.cache|(passwd|group|shadow|gshadow|subuid|subgid)-))(/|$)' \
     | while read -r p; do
         if [ -c "$up$p" ]; then echo "deleted $p"
         elif [ -d "$up$p" ]; then [ -d "$p" ] || echo "$p"
