@@ -267,10 +267,51 @@ pub enum BadCredentials {
     Malformed,
 }
 
+/// A request's user and password, decoded: `user:password` in one buffer
+/// (one allocation per request), the password's bytes wiped when it goes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    buf: Vec<u8>,
+    colon: usize,
+}
+
+impl Credentials {
+    pub fn user(&self) -> &[u8] {
+        &self.buf[..self.colon]
+    }
+
+    pub fn password(&self) -> &[u8] {
+        &self.buf[self.colon + 1..]
+    }
+
+    /// The user name alone (for the access log), the password wiped.
+    pub fn into_user(mut self) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf[self.colon..].fill(0);
+        buf.truncate(self.colon);
+        buf
+    }
+}
+
+impl Drop for Credentials {
+    fn drop(&mut self) {
+        self.buf.fill(0);
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &String::from_utf8_lossy(self.user()))
+            .field("password", &"(hidden)")
+            .finish()
+    }
+}
+
 /// A request's user and password, from its `Authorization` field's value
 /// (RFC 7617 §2: `Basic` and the base64 of `user:password`; the user ends
 /// at the first `:`, so a user name cannot hold one).
-pub fn credentials(field: Option<&[u8]>) -> Result<(Vec<u8>, Vec<u8>), BadCredentials> {
+pub fn credentials(field: Option<&[u8]>) -> Result<Credentials, BadCredentials> {
     let field = field.ok_or(BadCredentials::Missing)?;
     let bad = BadCredentials::Malformed;
     let field = trim(field);
@@ -297,7 +338,7 @@ pub fn credentials(field: Option<&[u8]>) -> Result<(Vec<u8>, Vec<u8>), BadCreden
     if password.len() > MAX_PASSWORD_BYTES {
         return Err(bad);
     }
-    Ok((user.to_vec(), password.to_vec()))
+    Ok(Credentials { buf: plain, colon })
 }
 
 fn trim(s: &[u8]) -> &[u8] {
@@ -440,6 +481,10 @@ zed:$6$rounds=6000$NoCEX9NCraAA6u1x$YJdosX67c9sN7Fmmv3bVt6B0k96XDbI7Irs2WUjB5pYL
         v
     }
 
+    fn credentials(field: Option<&[u8]>) -> Result<(Vec<u8>, Vec<u8>), BadCredentials> {
+        super::credentials(field).map(|c| (c.user().to_vec(), c.password().to_vec()))
+    }
+
     #[test]
     fn credentials_from_the_authorization_field() {
         assert_eq!(
@@ -480,6 +525,12 @@ zed:$6$rounds=6000$NoCEX9NCraAA6u1x$YJdosX67c9sN7Fmmv3bVt6B0k96XDbI7Irs2WUjB5pYL
         let mut long = b"a:".to_vec();
         long.extend(std::iter::repeat_n(b'x', 10_000));
         assert_eq!(credentials(Some(&basic(&long))), m);
+        let c = super::credentials(Some(&basic(b"al:pw"))).unwrap();
+        assert!(
+            !format!("{c:?}").contains("pw"),
+            "the password is not shown"
+        );
+        assert_eq!(c.into_user(), b"al");
     }
 
     #[test]

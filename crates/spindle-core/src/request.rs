@@ -158,7 +158,7 @@ pub fn parse_reusing(
     // request has one.
     let mut host_buf = spare.as_mut().and_then(|r| r.host.take());
     // So do the other fields kept as bytes, which most clients send.
-    let [mut accept_buf, mut ae_buf, mut ua_buf, mut referer_buf] = spare
+    let [mut accept_buf, mut ae_buf, mut ua_buf, mut referer_buf, mut auth_buf] = spare
         .as_mut()
         .map(|r| {
             [
@@ -166,6 +166,7 @@ pub fn parse_reusing(
                 r.accept_encoding.take(),
                 r.user_agent.take(),
                 r.referer.take(),
+                r.authorization.take(),
             ]
         })
         .unwrap_or_default();
@@ -261,7 +262,7 @@ pub fn parse_reusing(
             if r.authorization.is_some() {
                 return reject(400, r);
             }
-            r.authorization = Some(v.to_vec());
+            r.authorization = Some(refill(auth_buf.take(), v));
         } else if name.eq_ignore_ascii_case(b"user-agent") {
             r.user_agent = Some(refill(ua_buf.take(), v));
         }

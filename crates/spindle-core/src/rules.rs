@@ -65,19 +65,51 @@ impl Rule {
             || self.secure_link.is_some()
             || self.auth.is_some()
     }
+
+    /// Whether the rule adds to the response: `Cache-Control`,
+    /// `Content-Type` or header fields.
+    fn shapes(&self) -> bool {
+        self.cache_control.is_some() || self.content_type.is_some() || !self.headers.is_empty()
+    }
 }
 
 /// The compiled rules of a server.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
+    /// The globs of the rules that [shape](Rule::shapes) a response, and
+    /// their indices in `rules` ([`Rules::apply`]).
     set: GlobSet,
+    shaping_idx: Vec<usize>,
     rules: Vec<Rule>,
     /// The globs of the rules that [decide](Rule::decides), and their
     /// indices in `rules`: a request that matches none of them (every
     /// request, on a server without such rules) costs one test.
     deciding: GlobSet,
     deciding_idx: Vec<usize>,
+    /// Each rule's literal start (see [`literal_prefix`]), and the
+    /// deciding rules': a path under none of them meets no rule, found
+    /// without building a glob candidate.
+    prefixes: Vec<Vec<u8>>,
+    deciding_prefixes: Vec<Vec<u8>>,
+    /// Every deciding glob is `PREFIX/**` ([`is_simple`]): `check` needs
+    /// no glob matching; the same for the shaping globs and `apply`.
+    deciding_simple: bool,
+    shaping_simple: bool,
     by_address: bool,
+}
+
+/// The literal start of a glob, up to its first special character: a
+/// path that does not start with it cannot match. Empty for `**...`.
+fn literal_prefix(pattern: &str) -> Vec<u8> {
+    let end = pattern
+        .find(['*', '?', '[', '{', '\\'])
+        .unwrap_or(pattern.len());
+    pattern.as_bytes()[..end].to_vec()
+}
+
+/// Whether `/rel_path` starts with one of `prefixes`.
+fn under_any(prefixes: &[Vec<u8>], rel_path: &[u8]) -> bool {
+    prefixes.iter().any(|x| under(x, rel_path))
 }
 
 /// What [`Rules::check`] looks at in a request besides its path.
@@ -251,6 +283,94 @@ pub struct Applied<'a> {
     pub headers: Vec<&'a [u8]>,
 }
 
+/// What the matching rules decided so far, in file order.
+#[derive(Default)]
+struct Decided<'a> {
+    redirect: Option<&'a Redirect>,
+    fallback: Option<&'a CString>,
+    auth: Option<&'a Arc<Auth>>,
+}
+
+impl<'a> Decided<'a> {
+    /// Takes one matching rule: its refusal, if the request meets one;
+    /// else what it says for later.
+    fn add(&mut self, r: &'a Rule, rel_path: &[u8], asked: &Asked) -> Option<Verdict<'a>> {
+        if !r.allow.is_empty() || !r.deny.is_empty() {
+            let Some(ip) = asked.client else {
+                return Some(Verdict::Refuse(403, Refusal::Address));
+            };
+            let denied = r.deny.iter().any(|c| c.contains(ip));
+            let allowed = r.allow.is_empty() || r.allow.iter().any(|c| c.contains(ip));
+            if denied || !allowed {
+                return Some(Verdict::Refuse(403, Refusal::Address));
+            }
+        }
+        if let Some(refs) = &r.referers {
+            if !refs.allows(asked.referer) {
+                return Some(Verdict::Refuse(403, Refusal::Referer));
+            }
+        }
+        if let Some(link) = &r.secure_link {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            if let Err(status) = link.verify(&slash_path(rel_path), asked.query, now) {
+                let why = match status {
+                    410 => Refusal::Expired,
+                    _ => Refusal::Signature,
+                };
+                return Some(Verdict::Refuse(status, why));
+            }
+        }
+        if r.redirect.is_some() {
+            self.redirect = r.redirect.as_ref();
+        }
+        if r.fallback.is_some() {
+            self.fallback = r.fallback.as_ref();
+        }
+        if r.auth.is_some() {
+            self.auth = r.auth.as_ref();
+        }
+        None
+    }
+
+    fn verdict(self, asked: &Asked) -> Verdict<'a> {
+        match self.redirect {
+            Some(r) => Verdict::Redirect(r.status, r.location(asked.raw_path, asked.query)),
+            None => Verdict::Serve {
+                fallback: self.fallback,
+                auth: self.auth,
+            },
+        }
+    }
+}
+
+/// `/` and `rel_path`: the path globs are matched against.
+fn slash_path(rel_path: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(rel_path.len() + 1);
+    p.push(b'/');
+    p.extend_from_slice(rel_path);
+    p
+}
+
+/// Whether a glob is `PREFIX/**` with no special character in PREFIX:
+/// then `/rel_path` matches it exactly when it starts with `PREFIX/`
+/// (globset's answer, checked by a test).
+fn is_simple(pattern: &str) -> bool {
+    pattern.strip_suffix("**").is_some_and(|prefix| {
+        prefix.ends_with('/') && literal_prefix(pattern).len() == prefix.len()
+    })
+}
+
+/// Whether `/rel_path` starts with `prefix`.
+fn under(prefix: &[u8], rel_path: &[u8]) -> bool {
+    match prefix.split_first() {
+        None => true,
+        Some((b'/', rest)) => rel_path.starts_with(rest),
+        Some(_) => false,
+    }
+}
+
 impl Rules {
     /// Compiles the globs. A bad one is an error that names it.
     pub fn new(rules: Vec<Rule>) -> Result<Rules, String> {
@@ -260,6 +380,7 @@ impl Rules {
         let mut b = GlobSetBuilder::new();
         let mut d = GlobSetBuilder::new();
         let mut deciding_idx = Vec::new();
+        let mut shaping_idx = Vec::new();
         for (i, r) in rules.iter().enumerate() {
             if !r.pattern.starts_with('/') && !r.pattern.starts_with("**") {
                 return Err(format!(
@@ -276,18 +397,36 @@ impl Rules {
                 d.add(g.clone());
                 deciding_idx.push(i);
             }
-            b.add(g);
+            if r.shapes() {
+                b.add(g);
+                shaping_idx.push(i);
+            }
         }
         let set = b.build().map_err(|e| format!("rules: {e}"))?;
         let deciding = d.build().map_err(|e| format!("rules: {e}"))?;
         let by_address = rules
             .iter()
             .any(|r| !r.allow.is_empty() || !r.deny.is_empty());
+        let prefixes = shaping_idx
+            .iter()
+            .map(|&i| literal_prefix(&rules[i].pattern))
+            .collect();
+        let deciding_prefixes = deciding_idx
+            .iter()
+            .map(|&i| literal_prefix(&rules[i].pattern))
+            .collect();
+        let deciding_simple = deciding_idx.iter().all(|&i| is_simple(&rules[i].pattern));
+        let shaping_simple = shaping_idx.iter().all(|&i| is_simple(&rules[i].pattern));
         Ok(Rules {
             set,
+            shaping_idx,
+            deciding_simple,
+            shaping_simple,
             rules,
             deciding,
             deciding_idx,
+            prefixes,
+            deciding_prefixes,
             by_address,
         })
     }
@@ -316,80 +455,43 @@ impl Rules {
     /// last matching `fallback`, once the last matching `auth` is
     /// satisfied.
     pub fn check(&self, rel_path: &[u8], asked: &Asked) -> Verdict<'_> {
-        let (mut fallback, mut auth) = (None, None);
-        if self.deciding_idx.is_empty() {
-            return Verdict::Serve { fallback, auth };
+        let mut d = Decided::default();
+        if !under_any(&self.deciding_prefixes, rel_path) {
+            return d.verdict(asked);
         }
-        let mut p = Vec::with_capacity(rel_path.len() + 1);
-        p.push(b'/');
-        p.extend_from_slice(rel_path);
+        if self.deciding_simple {
+            // Every deciding glob is `PREFIX/**`: a path is under it or not.
+            for (k, &i) in self.deciding_idx.iter().enumerate() {
+                if under(&self.deciding_prefixes[k], rel_path) {
+                    if let Some(v) = d.add(&self.rules[i], rel_path, asked) {
+                        return v;
+                    }
+                }
+            }
+            return d.verdict(asked);
+        }
+        let p = slash_path(rel_path);
         let candidate = Candidate::new(OsStr::from_bytes(&p));
         if !self.deciding.is_match_candidate(&candidate) {
-            return Verdict::Serve { fallback, auth };
+            return d.verdict(asked);
         }
-        let mut redirect = None;
         for i in self.deciding.matches_candidate(&candidate) {
-            let r = &self.rules[self.deciding_idx[i]];
-            if !r.allow.is_empty() || !r.deny.is_empty() {
-                let Some(ip) = asked.client else {
-                    return Verdict::Refuse(403, Refusal::Address);
-                };
-                let denied = r.deny.iter().any(|c| c.contains(ip));
-                let allowed = r.allow.is_empty() || r.allow.iter().any(|c| c.contains(ip));
-                if denied || !allowed {
-                    return Verdict::Refuse(403, Refusal::Address);
-                }
-            }
-            if let Some(refs) = &r.referers {
-                if !refs.allows(asked.referer) {
-                    return Verdict::Refuse(403, Refusal::Referer);
-                }
-            }
-            if let Some(link) = &r.secure_link {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                if let Err(status) = link.verify(&p, asked.query, now) {
-                    let why = match status {
-                        410 => Refusal::Expired,
-                        _ => Refusal::Signature,
-                    };
-                    return Verdict::Refuse(status, why);
-                }
-            }
-            if r.redirect.is_some() {
-                redirect = r.redirect.as_ref();
-            }
-            if r.fallback.is_some() {
-                fallback = r.fallback.as_ref();
-            }
-            if r.auth.is_some() {
-                auth = r.auth.as_ref();
+            if let Some(v) = d.add(&self.rules[self.deciding_idx[i]], rel_path, asked) {
+                return v;
             }
         }
-        match redirect {
-            Some(r) => Verdict::Redirect(r.status, r.location(asked.raw_path, asked.query)),
-            None => Verdict::Serve { fallback, auth },
-        }
+        d.verdict(asked)
     }
 
     /// The rules for `rel_path` (relative to the root, no leading `/`).
     pub fn apply(&self, rel_path: &[u8]) -> Applied<'_> {
         let mut out = Applied::default();
-        if self.rules.is_empty() {
+        if !under_any(&self.prefixes, rel_path) {
             return out;
         }
-        let mut p = Vec::with_capacity(rel_path.len() + 1);
-        p.push(b'/');
-        p.extend_from_slice(rel_path);
-        let candidate = Candidate::new(OsStr::from_bytes(&p));
-        // Most requests match no rule: one test, no list of matches.
-        if !self.set.is_match_candidate(&candidate) {
-            return out;
-        }
-        // GlobSet gives the matching indices in ascending order.
-        for i in self.set.matches_candidate(&candidate) {
-            let r = &self.rules[i];
+        let rules = &self.rules;
+        let mut take = |i: usize| {
+            let r = &rules[i];
             if let Some(c) = &r.cache_control {
                 out.cache_control = Some(c);
             }
@@ -399,6 +501,24 @@ impl Rules {
             if !r.headers.is_empty() {
                 out.headers.push(&r.headers);
             }
+        };
+        if self.shaping_simple {
+            for (k, &i) in self.shaping_idx.iter().enumerate() {
+                if under(&self.prefixes[k], rel_path) {
+                    take(i);
+                }
+            }
+            return out;
+        }
+        let p = slash_path(rel_path);
+        let candidate = Candidate::new(OsStr::from_bytes(&p));
+        // Most requests match no rule: one test, no list of matches.
+        if !self.set.is_match_candidate(&candidate) {
+            return out;
+        }
+        // GlobSet gives the matching indices in ascending order.
+        for i in self.set.matches_candidate(&candidate) {
+            take(self.shaping_idx[i]);
         }
         out
     }
@@ -669,5 +789,60 @@ mod tests {
                 auth: None,
             }
         );
+    }
+
+    #[test]
+    fn literal_prefixes_rule_out_paths_without_a_glob_test() {
+        assert_eq!(literal_prefix("/private/**"), b"/private/");
+        assert_eq!(literal_prefix("/**/*.mp4"), b"/");
+        assert_eq!(literal_prefix("**/x"), b"");
+        assert_eq!(literal_prefix("/a/{b,c}/d"), b"/a/");
+        assert_eq!(literal_prefix("/a\\*b"), b"/a");
+        let p = |v: &[&str]| v.iter().map(|x| literal_prefix(x)).collect::<Vec<_>>();
+        assert!(under_any(&p(&["/private/**"]), b"private/a"));
+        assert!(!under_any(&p(&["/private/**"]), b"privat"));
+        assert!(!under_any(&p(&["/private/**"]), b"public/a"));
+        assert!(under_any(&p(&["/private/**", "/**/*.mp4"]), b"x.mp4"));
+        assert!(under_any(&p(&["**/x"]), b"a/x"));
+        assert!(!under_any(&[], b"a"));
+    }
+
+    #[test]
+    fn a_simple_glob_matches_as_globset_does() {
+        assert!(is_simple("/private/**"));
+        assert!(is_simple("/**"));
+        assert!(!is_simple("/private/**/*.mp4"));
+        assert!(!is_simple("/a*/**"));
+        assert!(!is_simple("/private**"));
+        assert!(!is_simple("**"));
+        let paths: [&[u8]; 9] = [
+            b"private/a",
+            b"private/a/b",
+            b"private/",
+            b"private",
+            b"privateer/a",
+            b"x/private/a",
+            b"index.html",
+            b"a",
+            b"",
+        ];
+        for pattern in ["/private/**", "/**", "/a/b/**"] {
+            let g = GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .unwrap()
+                .compile_matcher();
+            let prefix = literal_prefix(pattern);
+            for rel in paths {
+                let p = slash_path(rel);
+                assert_eq!(
+                    under(&prefix, rel),
+                    g.is_match(OsStr::from_bytes(&p)),
+                    "{pattern} {}",
+                    String::from_utf8_lossy(rel)
+                );
+            }
+        }
     }
 }

@@ -104,19 +104,11 @@ pub struct Session {
     ///
     /// [`Rules::check`]: crate::rules::Rules::check
     fallback: Option<CString>,
-    /// The current request's path and realm while its credentials are
-    /// checked (`AwaitAuth`).
-    awaiting_auth: Option<Box<AwaitingAuth>>,
+    /// The current request's path while its credentials are checked
+    /// (`AwaitAuth`).
+    auth_path: Option<CString>,
     /// The user the last request was authenticated as (the access log's).
-    user: Option<Box<[u8]>>,
-}
-
-/// A request whose credentials the driver is checking.
-#[derive(Debug)]
-struct AwaitingAuth {
-    path: CString,
-    auth: std::sync::Arc<crate::auth::Auth>,
-    user: Vec<u8>,
+    user: Option<Vec<u8>>,
 }
 
 /// The header fields an error status carries: `Retry-After` on a 503 (a
@@ -182,7 +174,7 @@ impl Session {
             tls: false,
             refusal: None,
             fallback: None,
-            awaiting_auth: None,
+            auth_path: None,
             user: None,
         }
     }
@@ -328,7 +320,7 @@ impl Session {
                 status: self.last_status,
                 referer: r.referer.clone(),
                 user_agent: r.user_agent.clone(),
-                user: self.user.as_deref().map(<[u8]>::to_vec),
+                user: self.user.clone(),
                 http2: self.stream,
             },
             (None, Some((method, target))) => LogInfo {
@@ -524,12 +516,8 @@ impl Session {
                 let answer = match (answer, auth) {
                     (None, Some(auth)) => {
                         match crate::auth::credentials(req.authorization.as_deref()) {
-                            Ok((user, password)) => {
-                                check = Some(AuthCheck {
-                                    auth,
-                                    user,
-                                    password,
-                                });
+                            Ok(credentials) => {
+                                check = Some(AuthCheck { auth, credentials });
                                 None
                             }
                             Err(why) => {
@@ -568,11 +556,7 @@ impl Session {
                 self.current_keep_alive = keep_alive;
                 self.current = Some(req);
                 if let Some(check) = check {
-                    self.awaiting_auth = Some(Box::new(AwaitingAuth {
-                        path,
-                        auth: check.auth.clone(),
-                        user: check.user.clone(),
-                    }));
+                    self.auth_path = Some(path);
                     self.state = State::AwaitAuth;
                     return Step::Authenticate(check);
                 }
@@ -588,33 +572,35 @@ impl Session {
     /// The driver's answer to [`Step::Authenticate`]: the file is opened
     /// for a granted user ([`Step::Open`]); a denied one gets a 401 that
     /// asks again, and a check that could not run a 503.
-    pub fn authenticated(&mut self, cfg: &SessionConfig, checked: Checked) -> Step {
+    pub fn authenticated(
+        &mut self,
+        cfg: &SessionConfig,
+        check: AuthCheck,
+        checked: Checked,
+    ) -> Step {
         assert_eq!(
             self.state,
             State::AwaitAuth,
             "authenticated() without Step::Authenticate"
         );
-        let waiting = self
-            .awaiting_auth
-            .take()
-            .expect("credentials being checked");
+        let path = self.auth_path.take().expect("credentials being checked");
         let req = self.current.take().expect("current request");
         let keep_alive = self.current_keep_alive;
         let (announce, head_only) = (req.minor_version == 0, req.method == Method::Head);
         match checked {
             Checked::Granted => {
-                self.user = Some(waiting.user.into_boxed_slice());
+                self.user = Some(check.credentials.into_user());
                 self.current = Some(req);
                 self.state = State::AwaitOpen;
                 Step::Open(OpenRequest {
-                    path: waiting.path,
+                    path,
                     root: self.root,
                 })
             }
             Checked::Denied => {
                 self.refusal = Some(crate::rules::Refusal::Password);
                 self.last_req = Some(req);
-                let challenge = waiting.auth.challenge();
+                let challenge = check.auth.challenge();
                 let extra = [("WWW-Authenticate", challenge.as_str())];
                 self.respond_error(cfg, 401, keep_alive, announce, head_only, &extra)
             }

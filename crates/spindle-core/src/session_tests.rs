@@ -906,9 +906,9 @@ fn auth_asks_checks_then_opens() {
         let Step::Authenticate(check) = s.next(&cfg) else {
             panic!("a check expected")
         };
-        assert_eq!(check.user, b"alice");
+        assert_eq!(check.credentials.user(), b"alice");
         assert!(check.run());
-        s.authenticated(&cfg, how)
+        s.authenticated(&cfg, check, how)
     };
     let Step::Open(o) = granted(&mut s, Checked::Granted) else {
         panic!("open expected")

@@ -8,7 +8,7 @@
 use std::ffi::CString;
 use std::sync::Arc;
 
-use crate::auth::Auth;
+use crate::auth::{Auth, Credentials};
 
 use crate::listing;
 use crate::response::Response;
@@ -68,20 +68,21 @@ impl ListRequest {
 
 /// Credentials the driver must check against an `auth` rule's users, off
 /// its event loop ([`Auth`]'s `users.verify` costs milliseconds), then
-/// call [`Session::authenticated`](crate::Session::authenticated). A
+/// call [`Session::authenticated`](crate::Session::authenticated) with it
+/// and the answer. A
 /// driver may keep recent successes: the same `auth` (by its
 /// `generation`), user and password succeed again.
 #[derive(Debug, Clone)]
 pub struct AuthCheck {
     pub auth: Arc<Auth>,
-    pub user: Vec<u8>,
-    pub password: Vec<u8>,
+    pub credentials: Credentials,
 }
 
 impl AuthCheck {
     /// Runs the check (slow; see above).
     pub fn run(&self) -> bool {
-        self.auth.users.verify(&self.user, &self.password)
+        let c = &self.credentials;
+        self.auth.users.verify(c.user(), c.password())
     }
 }
 

@@ -98,11 +98,12 @@ pub fn session(data: &[u8]) {
             // The check's answer is drawn from the seed (no hash is run).
             Step::Authenticate(check) => {
                 assert!(conf & 64 != 0, "a check without an auth rule");
-                assert!(!check.user.is_empty() && !check.user.contains(&b':'));
+                let user = check.credentials.user();
+                assert!(!user.is_empty() && !user.contains(&b':'));
                 world = xorshift(world);
                 let checked =
                     [Checked::Granted, Checked::Denied, Checked::Busy][world as usize % 3];
-                s.authenticated(&cfg, checked)
+                s.authenticated(&cfg, check, checked)
             }
             step => step,
         };

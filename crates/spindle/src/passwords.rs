@@ -40,11 +40,12 @@ pub const NICENESS: i32 = 10;
 type Key = [u8; 32];
 
 fn key(check: &AuthCheck) -> Key {
+    let c = &check.credentials;
     let mut d = ring::digest::Context::new(&ring::digest::SHA256);
     d.update(&check.auth.generation.to_le_bytes());
-    d.update(&(check.user.len() as u64).to_le_bytes());
-    d.update(&check.user);
-    d.update(&check.password);
+    d.update(&(c.user().len() as u64).to_le_bytes());
+    d.update(c.user());
+    d.update(c.password());
     let mut k = [0u8; 32];
     k.copy_from_slice(d.finish().as_ref());
     k
@@ -87,6 +88,14 @@ impl Checker {
     }
 }
 
+/// What [`Checks::check`] found.
+pub enum Outcome {
+    /// The answer now (a recent success, or `Busy`), with the check back.
+    Now(AuthCheck, Checked),
+    /// The helper checks it; [`Checks::take_done`] brings the answer.
+    Later,
+}
+
 /// One worker's side: its mailbox, the checks it has out, and its recent
 /// successes. `W` names a waiting connection (slot and generation).
 pub struct Checks<W> {
@@ -95,7 +104,7 @@ pub struct Checks<W> {
     granted: HashMap<Key, Instant>,
     /// Keys in the order they were granted (the oldest goes first).
     order: VecDeque<Key>,
-    pending: HashMap<u64, (W, Key)>,
+    pending: HashMap<u64, (W, Key, AuthCheck)>,
     next: u64,
 }
 
@@ -113,14 +122,13 @@ impl<W: Copy> Checks<W> {
         }
     }
 
-    /// Checks credentials for `who`: `Some` at once (a recent success, or
-    /// `Busy` when the helper's queue is full), else `None` and the answer
-    /// comes from [`Checks::take_done`].
-    pub fn check(&mut self, check: AuthCheck, who: W, now: Instant) -> Option<Checked> {
+    /// Checks credentials for `who`: at once from a recent success (or
+    /// `Busy` when the helper's queue is full), else by the helper.
+    pub fn check(&mut self, check: AuthCheck, who: W, now: Instant) -> Outcome {
         let k = key(&check);
         if let Some(&at) = self.granted.get(&k) {
             if now.duration_since(at) < CACHE_TTL {
-                return Some(Checked::Granted);
+                return Outcome::Now(check, Checked::Granted);
             }
             self.granted.remove(&k);
         }
@@ -128,30 +136,30 @@ impl<W: Copy> Checks<W> {
         let token = self.next;
         let job = Job {
             token,
-            check,
+            check: check.clone(),
             mailbox: self.mailbox.clone(),
         };
         if !self.checker.queue.push(job) {
-            return Some(Checked::Busy);
+            return Outcome::Now(check, Checked::Busy);
         }
-        self.pending.insert(token, (who, k));
-        None
+        self.pending.insert(token, (who, k, check));
+        Outcome::Later
     }
 
     /// The checks done since the last call, each with the connection that
     /// waits for it; successes are remembered.
-    pub fn take_done(&mut self, now: Instant) -> Vec<(W, Checked)> {
+    pub fn take_done(&mut self, now: Instant) -> Vec<(W, AuthCheck, Checked)> {
         let done = self.mailbox.take();
         let mut out = Vec::with_capacity(done.len());
         for (token, ok) in done {
-            let Some((who, k)) = self.pending.remove(&token) else {
+            let Some((who, k, check)) = self.pending.remove(&token) else {
                 continue;
             };
             if ok {
                 self.remember(k, now);
-                out.push((who, Checked::Granted));
+                out.push((who, check, Checked::Granted));
             } else {
-                out.push((who, Checked::Denied));
+                out.push((who, check, Checked::Denied));
             }
         }
         out

@@ -199,9 +199,14 @@ impl Life {
 
     /// The session's answer to a password check (see
     /// `Serving::authenticate`): the open, or a 401 or 503.
-    pub fn authenticated(&mut self, ctx: &WorkerContext, checked: Checked) -> Next {
+    pub fn authenticated(
+        &mut self,
+        ctx: &WorkerContext,
+        check: AuthCheck,
+        checked: Checked,
+    ) -> Next {
         self.waiting = Waiting::Nothing;
-        match self.session.authenticated(&ctx.session_cfg, checked) {
+        match self.session.authenticated(&ctx.session_cfg, check, checked) {
             Step::Open(req) => Next::Open(req),
             Step::Respond(r) => Next::Respond(r),
             other => unreachable!("authenticated() gave {other:?}"),

@@ -19,6 +19,7 @@ use super::table::{Slots, Ticket};
 use super::WorkerContext;
 use crate::config::FirstMiss;
 use crate::filecache::{OpenFileCache, SMALL_FILE_MAX};
+use crate::passwords::Outcome;
 
 /// A path opened by the loop: its descriptor, metadata and device.
 pub type OpenResult = Result<(OwnedFd, FileMeta, u64), OpenError>;
@@ -324,8 +325,8 @@ impl Serving {
         now: Instant,
     ) -> Option<Next> {
         match self.checks.check(check, who, now) {
-            Some(checked) => Some(life.authenticated(&self.ctx, checked)),
-            None => {
+            Outcome::Now(check, checked) => Some(life.authenticated(&self.ctx, check, checked)),
+            Outcome::Later => {
                 life.await_helper(Waiting::Password);
                 None
             }
@@ -361,12 +362,12 @@ impl Serving {
                 }
             }
         }
-        for (who, checked) in self.checks.take_done(now) {
+        for (who, check, checked) in self.checks.take_done(now) {
             let Some(l) = slots.get(who).map(&life) else {
                 continue;
             };
             if l.awaits(Waiting::Password) {
-                out.push((who, l.authenticated(&self.ctx, checked)));
+                out.push((who, l.authenticated(&self.ctx, check, checked)));
             }
         }
         out
