@@ -114,7 +114,7 @@ impl FirstMiss {
     }
 }
 
-/// spindle: a static-file HTTP/1.1 server built on asynchronous I/O.
+/// spindle: a static-file web server (HTTP/1.1, HTTP/2, HTTPS) built on asynchronous I/O.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "spindle", version, about, long_about = None)]
 pub struct Cli {
