@@ -191,14 +191,17 @@ pub fn run(a: RulesArgs) -> Result<()> {
     };
     let userinfo = format!("{USER}:{}", PASSWORD.replace(' ', "%20"));
     for round in 0..c.rounds() {
-        for &config in common::rotated(&Config::ALL, round as usize) {
-            let running = start(config)?;
-            for (label, paths) in &sets {
-                let urls = work.join(format!("urls-{}", label.replace(' ', "")));
-                let who = (config == Config::AuthCached).then_some(userinfo.as_str());
-                write_urls(&urls, running.port, paths, who)?;
-                for (keepalive, mode) in modes {
-                    let group = format!("{label}, {mode}");
+        // Each group's configurations back to back (a fresh server each),
+        // so that the samples compared are seconds apart, not minutes:
+        // this machine's speed drifts more than the bars allow.
+        for (label, paths) in &sets {
+            for (keepalive, mode) in modes {
+                let group = format!("{label}, {mode}");
+                for &config in common::rotated(&Config::ALL, round as usize) {
+                    let running = start(config)?;
+                    let urls = work.join(format!("urls-{}", label.replace(' ', "")));
+                    let who = (config == Config::AuthCached).then_some(userinfo.as_str());
+                    write_urls(&urls, running.port, paths, who)?;
                     progress.start(format!("round {} {group} {}", round + 1, config.name()));
                     let sample = crate::hot::measure(
                         &running, &urls, keepalive, None, seconds, a.parallel, &work,
@@ -217,7 +220,6 @@ pub fn run(a: RulesArgs) -> Result<()> {
                     progress.done(line);
                 }
             }
-            drop(running);
         }
         // The flood: the probe alone, then under it (rotated).
         let group = format!("1 KiB probe at {}/s, keep-alive", a.probe_rate);
@@ -300,6 +302,8 @@ fn probe(
     });
     let v = common::run_load(&load(&probe_urls, a.probe_rate), work, "probe")?;
     let mut m = common::load_metrics(&v);
+    let rate = m.get("fetches_per_sec").copied().unwrap_or(0.0);
+    m.insert("req_per_sec".into(), rate);
     if let Some(t) = flooding {
         let f = t
             .join()
