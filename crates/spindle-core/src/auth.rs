@@ -361,6 +361,8 @@ pub struct Auth {
     pub realm: String,
     pub users: Htpasswd,
     pub generation: u64,
+    /// The secret key of [`Auth::memo`] (random, per loading).
+    memo_key: std::hash::RandomState,
 }
 
 impl PartialEq for Auth {
@@ -380,7 +382,18 @@ impl Auth {
             realm,
             users,
             generation: NEXT.fetch_add(1, Ordering::Relaxed),
+            memo_key: std::hash::RandomState::new(),
         }
+    }
+
+    /// A keyed hash (SipHash, with this loading's random key) of an
+    /// `Authorization` field's value: what a session remembers of the
+    /// credentials it last saw granted, so that the same field on the
+    /// next request of the connection needs no check (a browser sends it
+    /// with every request). Without the key, finding another value with
+    /// the same hash takes about 2^64 tries.
+    pub fn memo(&self, field: &[u8]) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.memo_key, field)
     }
 
     /// The `WWW-Authenticate` field's value for a 401.

@@ -107,8 +107,24 @@ pub struct Session {
     /// The current request's path while its credentials are checked
     /// (`AwaitAuth`).
     auth_path: Option<CString>,
-    /// The user the last request was authenticated as (the access log's).
-    user: Option<Vec<u8>>,
+    /// The last credentials granted on this connection: their `auth`
+    /// loading, a keyed hash of the `Authorization` field, and the user.
+    granted: Option<Box<Granted>>,
+    /// The last request was authenticated (as `granted`'s user: the
+    /// access log's).
+    authenticated: bool,
+}
+
+/// Credentials granted on a connection (see [`Auth::memo`]): the same
+/// `Authorization` field under the same loading of the file is granted
+/// again without a check.
+///
+/// [`Auth::memo`]: crate::auth::Auth::memo
+#[derive(Debug)]
+struct Granted {
+    generation: u64,
+    memo: u64,
+    user: Vec<u8>,
 }
 
 /// The header fields an error status carries: `Retry-After` on a 503 (a
@@ -175,7 +191,8 @@ impl Session {
             refusal: None,
             fallback: None,
             auth_path: None,
-            user: None,
+            granted: None,
+            authenticated: false,
         }
     }
 
@@ -320,7 +337,7 @@ impl Session {
                 status: self.last_status,
                 referer: r.referer.clone(),
                 user_agent: r.user_agent.clone(),
-                user: self.user.clone(),
+                user: self.user().map(<[u8]>::to_vec),
                 http2: self.stream,
             },
             (None, Some((method, target))) => LogInfo {
@@ -428,7 +445,7 @@ impl Session {
         }
         self.last_reject = None;
         self.refusal = None;
-        self.user = None;
+        self.authenticated = false;
         let head_only = req.method == Method::Head;
         let announce = req.minor_version == 0;
         if self.over_limit {
@@ -514,6 +531,10 @@ impl Session {
                 };
                 let mut check = None;
                 let answer = match (answer, auth) {
+                    (None, Some(auth)) if self.granted_again(&auth, &req) => {
+                        self.authenticated = true;
+                        None
+                    }
                     (None, Some(auth)) => {
                         match crate::auth::credentials(req.authorization.as_deref()) {
                             Ok(credentials) => {
@@ -589,7 +610,16 @@ impl Session {
         let (announce, head_only) = (req.minor_version == 0, req.method == Method::Head);
         match checked {
             Checked::Granted => {
-                self.user = Some(check.credentials.into_user());
+                let memo = req
+                    .authorization
+                    .as_deref()
+                    .map_or(0, |f| check.auth.memo(f));
+                self.granted = Some(Box::new(Granted {
+                    generation: check.auth.generation,
+                    memo,
+                    user: check.credentials.into_user(),
+                }));
+                self.authenticated = true;
                 self.current = Some(req);
                 self.state = State::AwaitOpen;
                 Step::Open(OpenRequest {
@@ -614,7 +644,19 @@ impl Session {
     /// The user the last response's request was authenticated as, if an
     /// `auth` rule asked (the access log's user field).
     pub fn user(&self) -> Option<&[u8]> {
-        self.user.as_deref()
+        match (&self.granted, self.authenticated) {
+            (Some(g), true) => Some(&g.user),
+            _ => None,
+        }
+    }
+
+    /// Whether `req` carries the `Authorization` field last granted on
+    /// this connection, under the same loading of `auth`'s file.
+    fn granted_again(&self, auth: &crate::auth::Auth, req: &Request) -> bool {
+        match (&self.granted, req.authorization.as_deref()) {
+            (Some(g), Some(field)) => g.generation == auth.generation && g.memo == auth.memo(field),
+            _ => false,
+        }
     }
 
     /// The driver's answer to [`Step::List`]: the rendered listing (see

@@ -917,6 +917,23 @@ fn auth_asks_checks_then_opens() {
     assert!(s.opened(&cfg, &o, Ok(meta(3))).into_response().is_some());
     assert_eq!(s.user(), Some(&b"alice"[..]));
     s.sent();
+    // The same field again on this connection: granted without a check.
+    s.feed(
+        format!(
+            "HEAD /private/b.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {}\r\n\r\n",
+            basic("alice:secret pw")
+        )
+        .as_bytes(),
+    );
+    let Step::Open(o) = s.next(&cfg) else {
+        panic!("open without a check expected")
+    };
+    assert!(s.opened(&cfg, &o, Ok(meta(3))).into_response().is_some());
+    assert_eq!(s.user(), Some(&b"alice"[..]));
+    s.sent();
+    // Another password is checked (a new session: this one would be
+    // granted again), and a denied one asked again.
+    let mut s = Session::new();
     let Step::Respond(r) = granted(&mut s, Checked::Denied) else {
         panic!("401 expected")
     };
@@ -934,6 +951,51 @@ fn auth_asks_checks_then_opens() {
     // Outside the glob: no question asked.
     s.feed(b"GET /public.txt HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(matches!(s.next(&cfg), Step::Open(_)));
+}
+
+#[test]
+fn a_granted_field_is_checked_again_when_it_changes_or_the_file_is_reloaded() {
+    let ask = |s: &mut Session, cfg: &SessionConfig, user_pw: &str| {
+        s.feed(
+            format!(
+                "GET /private/a HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {}\r\n\r\n",
+                basic(user_pw)
+            )
+            .as_bytes(),
+        );
+        s.next(cfg)
+    };
+    let cfg = with_rules(vec![auth_rule()]);
+    let mut s = Session::new();
+    let Step::Authenticate(c) = ask(&mut s, &cfg, "alice:secret pw") else {
+        panic!("a check")
+    };
+    let Step::Open(o) = s.authenticated(&cfg, c, Checked::Granted) else {
+        panic!("open")
+    };
+    s.opened(&cfg, &o, Ok(meta(1)));
+    s.sent();
+    // Another field: checked.
+    let Step::Authenticate(c) = ask(&mut s, &cfg, "alice:secret pW") else {
+        panic!("a check for another password")
+    };
+    assert!(
+        matches!(s.authenticated(&cfg, c, Checked::Denied), Step::Respond(r) if r.status == 401)
+    );
+    s.sent();
+    // The granted one again: no check. After a reload (a new loading of
+    // the file): checked.
+    assert!(matches!(
+        ask(&mut s, &cfg, "alice:secret pw"),
+        Step::Open(_)
+    ));
+    s.opened(&cfg, &o, Ok(meta(1)));
+    s.sent();
+    let reloaded = with_rules(vec![auth_rule()]);
+    assert!(matches!(
+        ask(&mut s, &reloaded, "alice:secret pw"),
+        Step::Authenticate(_)
+    ));
 }
 
 #[test]

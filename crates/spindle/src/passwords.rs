@@ -16,7 +16,10 @@
 //! the password, never the password itself: a browser sends its
 //! credentials with every request, and only the first costs a check.
 //! Failures are not kept, so a password fixed in the file works at once
-//! after the reload that reads it.
+//! after the reload that reads it. Before any of this, a session grants
+//! again the `Authorization` field it last saw granted on its connection
+//! (a keyed hash of it, `spindle_core::auth::Auth::memo`), with no step
+//! to the driver at all.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;

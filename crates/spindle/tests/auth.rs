@@ -251,6 +251,21 @@ fn bad_credentials_get_401_on_a_connection_that_lives_on() {
         )
         .unwrap();
         assert_eq!(read_response(&mut r, false).unwrap().status, 200, "{b}");
+        // Granted once on this connection, another password is still
+        // checked and refused, and the granted one granted again.
+        for (user_pw, want) in [("alice:wrong", 401), ("alice:alice's pw", 200)] {
+            write!(
+                s,
+                "GET /private/a.txt HTTP/1.1\r\nHost: t\r\nAuthorization: Basic {}\r\n\r\n",
+                basic(user_pw.as_bytes())
+            )
+            .unwrap();
+            assert_eq!(
+                read_response(&mut r, false).unwrap().status,
+                want,
+                "{b} {user_pw}"
+            );
+        }
         // Two Authorization fields: a malformed request, closed.
         let resp = request(
             &srv,
