@@ -91,13 +91,19 @@ fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>> {
 
 /// One connection: the handshake, the preface and SETTINGS both ways.
 fn connect(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> Result<Conn> {
-    let sock = TcpStream::connect(addr).context("connecting")?;
+    let sock = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT).context("connecting")?;
     sock.set_read_timeout(Some(SETUP_TIMEOUT))?;
+    sock.set_write_timeout(Some(SETUP_TIMEOUT))?;
+    // The preface and SETTINGS go in one record and one segment: with
+    // Nagle's algorithm a second small write waits for the server's
+    // delayed ACK, and some servers wait for SETTINGS before answering.
+    sock.set_nodelay(true)?;
     let name = "localhost".try_into().map_err(|_| anyhow!("server name"))?;
     let conn = rustls::ClientConnection::new(cfg.clone(), name)?;
     let mut c = rustls::StreamOwned::new(conn, sock);
-    c.write_all(PREFACE)?;
-    c.write_all(&SETTINGS)?;
+    let mut hello = PREFACE.to_vec();
+    hello.extend_from_slice(&SETTINGS);
+    c.write_all(&hello)?;
     c.flush()?;
     if c.conn.alpn_protocol() != Some(b"h2") {
         bail!("the server did not choose h2 by ALPN");
