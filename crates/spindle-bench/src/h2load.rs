@@ -84,22 +84,27 @@ pub fn metrics(text: &str) -> Result<BTreeMap<String, f64>> {
     Ok(m)
 }
 
+/// Longest an h2load run may take: it waits without end for a
+/// connection a server never accepts (lighttpd at its descriptor limit).
+const MAX_RUN_SECS: &str = "300";
+
 /// Runs h2load with `-c clients -m streams -t 1 -i urls` and `extra`,
-/// pinned to the load generator's CPU; its standard output.
+/// pinned to the load generator's CPU and killed after [`MAX_RUN_SECS`];
+/// its standard output.
 pub fn run(
     urls: &std::path::Path,
     (clients, streams): (u64, u64),
     extra: &[String],
     workers: u32,
 ) -> Result<String> {
-    let mut cmd = match common::pinning(workers).1 {
-        Some(cpu) if crate::servers::which("taskset").is_some() => {
-            let mut c = std::process::Command::new("taskset");
-            c.args(["-c", &cpu, "h2load"]);
-            c
+    let mut cmd = std::process::Command::new("timeout");
+    cmd.args(["--kill-after=5", MAX_RUN_SECS]);
+    if let Some(cpu) = common::pinning(workers).1 {
+        if crate::servers::which("taskset").is_some() {
+            cmd.args(["taskset", "-c", &cpu]);
         }
-        _ => std::process::Command::new("h2load"),
-    };
+    }
+    cmd.arg("h2load");
     let out = cmd
         .args([
             "-c",

@@ -422,6 +422,7 @@ fn quick_h2_end_to_end() {
     for (mode, name, extra) in [
         ("hot", "hot-h2", &[][..]),
         ("cold", "cold-h2", &["--fio-seconds", "0.5"][..]),
+        ("idle", "idle-h2", &[][..]),
     ] {
         let mut args = vec![mode, "--h2", "--quick", "--servers", &list];
         args.extend_from_slice(extra);
@@ -432,7 +433,8 @@ fn quick_h2_end_to_end() {
         )
         .unwrap();
         let series = json["series"].as_array().unwrap();
-        let groups = if mode == "hot" { 2 } else { 1 };
+        // hot: 100 KiB and 1 KiB; idle: 0 and 100 idle connections.
+        let groups = if mode == "cold" { 1 } else { 2 };
         assert_eq!(series.len(), servers.len() * groups, "{name}: {series:?}");
         for s in series {
             let sample = &s["samples"][0];
@@ -442,6 +444,14 @@ fn quick_h2_end_to_end() {
                 sample["server_cpu_s"].as_f64().unwrap() > 0.0,
                 "{name}: server CPU measured: {s}"
             );
+            if let Some(idle) = sample["idle"].as_f64() {
+                // Every idle HTTP/2 connection set up and still open.
+                assert_eq!(
+                    sample["idle_held_at_end"].as_f64(),
+                    Some(idle),
+                    "{name}: {s}"
+                );
+            }
         }
     }
 }
