@@ -225,7 +225,7 @@ pub fn cold_run(
 
 /// Runs `load` (which returns the load generator's metrics), with the
 /// machine's CPU, the server's CPU and the disk measured around it.
-fn measured(
+pub(crate) fn measured(
     running: &Running,
     probe: &DiskProbe,
     load: impl FnOnce() -> Result<BTreeMap<String, f64>>,

@@ -73,7 +73,7 @@ impl Holder {
     }
 }
 
-fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>> {
+pub(crate) fn client_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();

@@ -66,6 +66,12 @@ pub struct LargeArgs {
     /// `--spindle-flag=--first-miss=cache`; committed reports use the defaults.
     #[arg(long = "spindle-flag", allow_hyphen_values = true)]
     pub spindle_flags: Vec<String>,
+    /// The 700 MB file over one HTTP/2 stream, cold and cached, against
+    /// spindle's HTTPS/1.1 and the peers' HTTP/2 (h2load), and with a
+    /// small file fetched beside it on the same connection. Reports go to
+    /// large-h2.*.
+    #[arg(long)]
+    pub h2: bool,
 }
 
 /// Clients of the hot rows: the 700 MB file already in the page cache.
@@ -103,6 +109,9 @@ pub const COLUMNS: [Column; 12] = [
 ];
 
 pub fn run(a: LargeArgs) -> Result<()> {
+    if a.h2 {
+        return crate::large_h2::run(a);
+    }
     let c = &a.common;
     if !sys::is_root() {
         bail!("large needs root: it drops the page cache and makes a memory cgroup");
@@ -507,6 +516,19 @@ fn with_small_probe(
     Ok(m)
 }
 
+/// Adds the server's CPU seconds per GB, for a run that sent `bytes`.
+pub(crate) fn with_cpu_per_gb_of(
+    mut m: std::collections::BTreeMap<String, f64>,
+    bytes: f64,
+) -> std::collections::BTreeMap<String, f64> {
+    if let Some(cpu) = m.get("server_cpu_s").copied() {
+        if bytes > 0.0 {
+            m.insert("server_cpu_s_per_gb".into(), cpu / (bytes / 1e9));
+        }
+    }
+    m
+}
+
 /// Adds the server's CPU seconds per GB sent.
 fn with_cpu_per_gb(
     mut m: std::collections::BTreeMap<String, f64>,
@@ -546,7 +568,7 @@ fn run_fio(job: &str, work: &Path) -> Result<std::collections::BTreeMap<String, 
 
 /// fio on the 700 MB file: `jobs` jobs, each reading all of it in 1 MiB O_DIRECT
 /// reads, [`FIO_SEQ_DEPTH`] in flight per job, caches dropped first.
-fn fio_sequential(
+pub(crate) fn fio_sequential(
     file: &Path,
     jobs: u32,
     work: &Path,

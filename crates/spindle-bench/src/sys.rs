@@ -380,3 +380,18 @@ pub fn raise_nofile() {
         }
     }
 }
+
+/// Pins the calling thread to one CPU (the load generator's), as
+/// `taskset` pins a process.
+pub fn pin_this_thread(cpu: usize) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; zeroed is an empty set, CPU_SET
+    // writes inside it, and sched_setaffinity reads it for its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            anyhow::bail!("pinning to CPU {cpu}: {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

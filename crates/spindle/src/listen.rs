@@ -139,6 +139,13 @@ impl Listeners {
         }
         groups.extend(bound);
         groups.sort_by_key(|g| g.kind);
+        // Bound here, whoever made the socket: this process, systemd or
+        // the spindle it replaces.
+        for g in groups.iter().filter(|g| g.kind == Kind::Tls) {
+            for s in &g.socks {
+                net::set_tls_listener(s.as_raw_fd());
+            }
+        }
         Ok(Listeners {
             groups,
             from_systemd,

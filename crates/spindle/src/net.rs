@@ -338,6 +338,36 @@ pub fn sd_notify(state: &str) {
 /// writable again below half of it.
 pub const BULK_NOTSENT_LOWAT: i32 = 32 * 1024;
 
+/// Unsent bytes an HTTPS connection may hold in the kernel
+/// (`TCP_NOTSENT_LOWAT`, set on the `--tls-listen` sockets and inherited
+/// by every connection accepted from them): about one batch of records
+/// (`ENCRYPT_STEP`, HTTP/2's `FILL_BATCH`).
+///
+/// - HTTP/2's priorities then take effect: a new stream's frames are
+///   framed behind at most this much of a download's DATA, not behind
+///   the megabytes a socket buffer grows to.
+/// - Without a bound, a large body is queued ahead in the kernel, and
+///   the ACKs that open the window transmit it, in the softirq of
+///   whichever core takes them: on loopback the client's. With it, the
+///   server's own SENDs transmit. On the cached 700 MB file this moved
+///   h2load from client-bound to past H2O, at the same server CPU
+///   (docs/benchmarks.md, "One large file over HTTP/2").
+///
+/// Plain listeners are left alone: their bodies go by `sendfile`, bounded
+/// by [`set_bulk`] where that pays.
+pub const TLS_NOTSENT_LOWAT: i32 = 64 * 1024;
+
+/// Bounds the unsent bytes of connections accepted from the HTTPS
+/// listener `fd` ([`TLS_NOTSENT_LOWAT`]). A refusal costs only speed.
+pub fn set_tls_listener(fd: RawFd) {
+    let _ = setopt(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        TLS_NOTSENT_LOWAT,
+    );
+}
+
 /// How a connection was switched into bulk sending by [`set_bulk`], so
 /// that it can be switched back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -544,6 +574,23 @@ mod tests {
         assert!(tried > 0, "neither cubic nor bbr could be set");
     }
 
+    /// Accepts the connection queued on `listener` (blocking).
+    fn accept_one(listener: &OwnedFd) -> OwnedFd {
+        // SAFETY: a blocking accept4 on our listening socket, which has
+        // the connection queued; no pointers are passed.
+        let fd = unsafe {
+            libc::accept4(
+                listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        assert!(fd >= 0, "{}", io::Error::last_os_error());
+        // SAFETY: a fresh descriptor from accept4.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
     /// The backends no longer set TCP_NODELAY per connection: they rely on
     /// accepted sockets inheriting it from the listener.
     #[test]
@@ -554,20 +601,22 @@ mod tests {
                 continue; // no IPv6 on this host
             };
             let _client = std::net::TcpStream::connect(bound).unwrap();
-            // SAFETY: a blocking accept4 on our listening socket, which has
-            // the connection queued; no pointers are passed.
-            let fd = unsafe {
-                libc::accept4(
-                    fds[0].as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_CLOEXEC,
-                )
-            };
-            assert!(fd >= 0, "{}", io::Error::last_os_error());
-            // SAFETY: a fresh descriptor from accept4.
-            let conn = unsafe { OwnedFd::from_raw_fd(fd) };
+            let conn = accept_one(&fds[0]);
             assert_eq!(nodelay(conn.as_raw_fd()), 1, "{addr}");
         }
+    }
+
+    /// HTTPS connections get their bound on unsent bytes from the
+    /// listener, the way they get TCP_NODELAY.
+    #[test]
+    fn accepted_sockets_inherit_the_tls_listeners_low_water_mark() {
+        let (bound, fds) = bind_group("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+        set_tls_listener(fds[0].as_raw_fd());
+        let _client = std::net::TcpStream::connect(bound).unwrap();
+        let conn = accept_one(&fds[0]);
+        assert_eq!(
+            tcp_opt(conn.as_raw_fd(), libc::TCP_NOTSENT_LOWAT),
+            TLS_NOTSENT_LOWAT
+        );
     }
 }
