@@ -397,7 +397,7 @@ fn mkfiles_is_idempotent_and_repairs() {
     );
 }
 
-/// `hot --h2 --quick` and `cold --h2 --quick`: h2load against the servers
+/// `hot`, `cold`, `idle` and `large` with `--h2 --quick`: h2load against the servers
 /// that speak HTTP/2 (spindle io-uring and posix-aio, nginx when
 /// installed); every series answered, every request a 2xx, server CPU
 /// measured.
@@ -452,6 +452,53 @@ fn quick_h2_end_to_end() {
                     "{name}: {s}"
                 );
             }
+        }
+    }
+    // `large --h2`: the large file by h2load (HTTP/2, and HTTPS/1.1 from
+    // spindle), cold and cached, then with 1 KiB fetches beside it on one
+    // connection; every run whole (the client checks the bytes).
+    let screen = run_bench(
+        &["large", "--h2", "--quick", "--no-fio", "--servers", &list],
+        &data,
+        &out,
+    );
+    check_smoke_test(&out, "large-h2", &screen);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("large-h2.json")).unwrap()).unwrap();
+    let series = json["series"].as_array().unwrap();
+    let spindles = 2;
+    let h2load_rows = servers.len() + spindles;
+    assert_eq!(
+        series.len(),
+        2 * h2load_rows + 2 * servers.len(),
+        "cold and cached by h2load, then the two mixed groups: {series:?}"
+    );
+    for s in series {
+        assert!(
+            s["failures"].as_array().unwrap().is_empty(),
+            "large-h2: {s}"
+        );
+        let sample = &s["samples"][0];
+        assert!(
+            sample["mb_per_sec"].as_f64().unwrap() > 0.0,
+            "large-h2: {s}"
+        );
+        // A 3 MB download may take less than one clock tick of CPU.
+        assert!(
+            sample["server_cpu_s_per_gb"].as_f64().is_some(),
+            "large-h2: {s}"
+        );
+        if s["group"].as_str().unwrap().contains("1 KiB") {
+            assert!(
+                sample["small_fetches"].as_f64().unwrap() >= 1.0,
+                "large-h2: {s}"
+            );
+            assert!(
+                sample["small_p99_ms"].as_f64().unwrap() > 0.0,
+                "large-h2: {s}"
+            );
+        } else {
+            assert_eq!(sample["non_200"].as_f64(), Some(0.0), "large-h2: {s}");
         }
     }
 }
