@@ -388,22 +388,86 @@ pub fn encode_status(status: u16, out: &mut Vec<u8>) {
 
 /// Appends one field as a literal without indexing (§6.2.2), its name
 /// lowercased (HTTP/2 field names are lowercase; RFC 9113 §8.2.1).
+///
+/// The static table's names are lowercase, so a head's `Content-Type`
+/// finds its entry by a comparison without case, with no lowercased copy;
+/// a name outside the table is lowercased on the stack when it fits
+/// [`NAME_ON_STACK`].
 pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-    let lower;
-    let name: &[u8] = if name.iter().any(u8::is_ascii_uppercase) {
-        lower = name.to_ascii_lowercase();
-        &lower
-    } else {
+    let mut buf = [0u8; NAME_ON_STACK];
+    let copy;
+    let lower: &[u8] = if !name.iter().any(u8::is_ascii_uppercase) {
         name
+    } else if name.len() <= NAME_ON_STACK {
+        let b = &mut buf[..name.len()];
+        b.copy_from_slice(name);
+        b.make_ascii_lowercase();
+        b
+    } else {
+        copy = name.to_ascii_lowercase();
+        &copy
     };
-    match STATIC_TABLE.iter().position(|(n, _)| n.as_bytes() == name) {
+    match static_name(lower) {
         Some(i) => put_int(out, 0, 4, i + 1),
         None => {
             out.push(0);
-            put_str(out, name);
+            put_str(out, lower);
         }
     }
     put_str(out, value);
+}
+
+/// Longest field name [`encode_field`] lowercases without allocating.
+const NAME_ON_STACK: usize = 64;
+
+/// The first static-table entry (from 0) named `name`, at compile time.
+const fn static_index(name: &str) -> usize {
+    let mut i = 0;
+    while i < STATIC_TABLE.len() {
+        let n = STATIC_TABLE[i].0.as_bytes();
+        let want = name.as_bytes();
+        if n.len() == want.len() {
+            let mut j = 0;
+            while j < n.len() && n[j] == want[j] {
+                j += 1;
+            }
+            if j == n.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("not in the static table")
+}
+
+/// The static-table entry named `lower` (a lowercase name): the names a
+/// file server's responses carry by one `match`, any other by a search.
+fn static_name(lower: &[u8]) -> Option<usize> {
+    const DATE: usize = static_index("date");
+    const ETAG: usize = static_index("etag");
+    const SERVER: usize = static_index("server");
+    const CONTENT_TYPE: usize = static_index("content-type");
+    const CONTENT_LENGTH: usize = static_index("content-length");
+    const LAST_MODIFIED: usize = static_index("last-modified");
+    const ACCEPT_RANGES: usize = static_index("accept-ranges");
+    const CACHE_CONTROL: usize = static_index("cache-control");
+    const CONTENT_RANGE: usize = static_index("content-range");
+    const CONTENT_ENCODING: usize = static_index("content-encoding");
+    const VARY: usize = static_index("vary");
+    match lower {
+        b"date" => Some(DATE),
+        b"etag" => Some(ETAG),
+        b"server" => Some(SERVER),
+        b"content-type" => Some(CONTENT_TYPE),
+        b"content-length" => Some(CONTENT_LENGTH),
+        b"last-modified" => Some(LAST_MODIFIED),
+        b"accept-ranges" => Some(ACCEPT_RANGES),
+        b"cache-control" => Some(CACHE_CONTROL),
+        b"content-range" => Some(CONTENT_RANGE),
+        b"content-encoding" => Some(CONTENT_ENCODING),
+        b"vary" => Some(VARY),
+        _ => STATIC_TABLE.iter().position(|(n, _)| n.as_bytes() == lower),
+    }
 }
 
 #[cfg(test)]

@@ -285,6 +285,11 @@ fn responses_round_trip() {
         encode_field(b"Content-Type", b"text/html; charset=utf-8", &mut out);
         encode_field(b"x-custom", b"\x01binary\xff", &mut out);
         encode_field(b"etag", b"\"abc\"", &mut out);
+        // Names outside the static table, lowercased on the stack and
+        // (past 64 bytes) in a copy.
+        encode_field(b"X-Frame-Options", b"DENY", &mut out);
+        let long = [b'Y'; 70];
+        encode_field(&long, b"v", &mut out);
         let mut got = Vec::new();
         Decoder::new(0)
             .decode(&out, usize::MAX, &mut |n, v| {
@@ -301,6 +306,8 @@ fn responses_round_trip() {
                 ),
                 (b"x-custom".to_vec(), b"\x01binary\xff".to_vec()),
                 (b"etag".to_vec(), b"\"abc\"".to_vec()),
+                (b"x-frame-options".to_vec(), b"DENY".to_vec()),
+                (vec![b'y'; 70], b"v".to_vec()),
             ]
         );
     }
@@ -308,4 +315,17 @@ fn responses_round_trip() {
     let mut out = Vec::new();
     encode_status(200, &mut out);
     assert_eq!(out, [0x88]);
+}
+
+/// The `match` of common names agrees with a search of the table, for
+/// every name in it and a few outside.
+#[test]
+fn static_names_are_found_as_by_a_search() {
+    for (name, _) in STATIC_TABLE
+        .iter()
+        .chain(&[("x-custom", ""), ("dates", "")])
+    {
+        let searched = STATIC_TABLE.iter().position(|(n, _)| n == name);
+        assert_eq!(static_name(name.as_bytes()), searched, "{name}");
+    }
 }
