@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 /// The window the client gives each stream and the connection (1 GiB,
 /// h2load's default): the download is never window-bound.
 const WINDOW: u32 = 1 << 30;
@@ -66,7 +64,7 @@ pub fn run(m: &Mixed) -> Result<BTreeMap<String, f64>> {
     sock.set_read_timeout(Some(READ_POLL))?;
     let authority = format!("localhost:{}", m.addr.port());
 
-    let mut out = PREFACE.to_vec();
+    let mut out = crate::h2idle::PREFACE.to_vec();
     // SETTINGS: ENABLE_PUSH 0, INITIAL_WINDOW_SIZE 1 GiB.
     let mut settings = Vec::new();
     settings.extend_from_slice(&2u16.to_be_bytes());

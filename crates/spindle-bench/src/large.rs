@@ -531,19 +531,12 @@ pub(crate) fn with_cpu_per_gb_of(
 
 /// Adds the server's CPU seconds per GB sent.
 fn with_cpu_per_gb(
-    mut m: std::collections::BTreeMap<String, f64>,
+    m: std::collections::BTreeMap<String, f64>,
 ) -> std::collections::BTreeMap<String, f64> {
-    if let (Some(cpu), Some(mb), Some(secs)) = (
-        m.get("server_cpu_s").copied(),
-        m.get("mb_per_sec").copied(),
-        m.get("seconds").copied(),
-    ) {
-        let gb = mb * secs / 1e3;
-        if gb > 0.0 {
-            m.insert("server_cpu_s_per_gb".into(), cpu / gb);
-        }
+    match (m.get("mb_per_sec").copied(), m.get("seconds").copied()) {
+        (Some(mb), Some(secs)) => with_cpu_per_gb_of(m, mb * secs * 1e6),
+        _ => m,
     }
-    m
 }
 
 /// Runs one fio job file (`cold::run_fio_job`); its MB/s and the machine's CPU

@@ -349,9 +349,8 @@ pub const BULK_NOTSENT_LOWAT: i32 = 32 * 1024;
 /// - Without a bound, a large body is queued ahead in the kernel, and
 ///   the ACKs that open the window transmit it, in the softirq of
 ///   whichever core takes them: on loopback the client's. With it, the
-///   server's own SENDs transmit. On the cached 700 MB file this moved
-///   h2load from client-bound to past H2O, at the same server CPU
-///   (docs/benchmarks.md, "One large file over HTTP/2").
+///   server's own SENDs transmit, and a client on the same machine is
+///   no longer slowed by them (docs/decisions.md, "HTTPS send queue").
 ///
 /// Plain listeners are left alone: their bodies go by `sendfile`, bounded
 /// by [`set_bulk`] where that pays.

@@ -42,9 +42,8 @@ use super::Ticket;
 /// them, then fills again. With one batch in flight and one queued, the
 /// kernel (bounded by `net::TLS_NOTSENT_LOWAT` on HTTPS) always has the
 /// next bytes of a download at hand: at 64 KiB it went idle between
-/// batches, and the client woke for each (the large file over HTTP/2 in
-/// docs/benchmarks.md). A new stream's first frames wait behind at most
-/// two batches.
+/// batches, and the client woke for each (docs/decisions.md, "HTTPS send
+/// queue"). A new stream's first frames wait behind at most two batches.
 pub const FILL_BATCH: usize = 256 * 1024;
 
 /// Longest response head a stream slot may hand over (the core's heads
