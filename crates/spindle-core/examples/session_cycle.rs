@@ -35,7 +35,7 @@ fn main() {
                 .opened(&cfg, &o, Ok(meta))
                 .into_response()
                 .expect("response");
-            bytes += r.head.len();
+            bytes += r.front.len();
             s.sent();
         }
         let ns = t.elapsed().as_nanos() as f64 / n as f64;

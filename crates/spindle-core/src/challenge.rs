@@ -85,7 +85,7 @@ mod tests {
         }
         s.feed(format!("GET {target} HTTP/1.1\r\nHost: a.test\r\n\r\n").as_bytes());
         let resp = s.next(cfg).into_response()?;
-        let head = String::from_utf8_lossy(&resp.head).into_owned();
+        let head = String::from_utf8_lossy(&resp.front).into_owned();
         let body = head.split_once("\r\n\r\n").map_or("", |(_, b)| b);
         Some((resp.status, body.as_bytes().to_vec()))
     }

@@ -13,10 +13,11 @@
 //! - [`limits`]: every bound, named.
 //! - [`h2`]: HTTP/2 (RFC 9113, HPACK): frames, header compression and the
 //!   connection state machine, driven like [`Session`] but per stream.
-//! - [`request`]: request-line and header parsing (httparse), framing of
-//!   bodies, and the request-level checks (Host, method, version).
-//! - [`exchange`]: one HTTP/2 stream's request and response in the terms
-//!   of this HTTP/1.1 core.
+//! - [`request`]: the protocol-neutral request, parsed from an HTTP/1.1
+//!   head (httparse) or built from an HTTP/2 stream's fields
+//!   (`from_fields`); framing of bodies, and the request-level checks.
+//! - [`fields`]: a response's header fields in no protocol's syntax,
+//!   written out by HTTP/1.1's serializer or by HPACK.
 //! - [`file`]: what a driver learned of an opened path (`FileMeta`).
 //! - [`path`]: percent-decoding and the path policy (traversal, dotfiles).
 //! - [`response`]: status, headers, conditional requests and ranges.
@@ -42,7 +43,7 @@ pub mod auth;
 pub mod challenge;
 pub mod date;
 pub mod encoding;
-pub mod exchange;
+pub mod fields;
 pub mod file;
 pub mod h2;
 pub mod limits;
@@ -58,6 +59,7 @@ pub mod session_config;
 pub mod step;
 
 pub use encoding::Encoding;
+pub use fields::Fields;
 pub use listing::Listing;
 pub use response::{FileMeta, Response};
 pub use session::{

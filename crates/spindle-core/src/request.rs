@@ -64,6 +64,33 @@ pub struct Request {
     pub head_len: usize,
 }
 
+impl Request {
+    /// A request with its line and nothing else kept (no fields, no
+    /// body, not keep-alive), for a parser to fill in.
+    fn bare(method: Method, target: Vec<u8>, minor_version: u8, head_len: usize) -> Request {
+        Request {
+            method,
+            target,
+            minor_version,
+            keep_alive: false,
+            body: BodyFraming::None,
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            range: None,
+            if_range: None,
+            accept_encoding: None,
+            host: None,
+            accept: None,
+            referer: None,
+            user_agent: None,
+            authorization: None,
+            head_len,
+        }
+    }
+}
+
 /// A request that cannot be served, with the status to answer it with.
 /// The connection is closed after the answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,18 +185,7 @@ pub fn parse_reusing(
     // request has one.
     let mut host_buf = spare.as_mut().and_then(|r| r.host.take());
     // So do the other fields kept as bytes, which most clients send.
-    let [mut accept_buf, mut ae_buf, mut ua_buf, mut referer_buf, mut auth_buf] = spare
-        .as_mut()
-        .map(|r| {
-            [
-                r.accept.take(),
-                r.accept_encoding.take(),
-                r.user_agent.take(),
-                r.referer.take(),
-                r.authorization.take(),
-            ]
-        })
-        .unwrap_or_default();
+    let mut spares = spare.as_mut().map(|r| Spares::of(r)).unwrap_or_default();
     // Only for rejections: the request line, as far as it was understood.
     let reject = |status: u16, r: Request| {
         Parsed::Rejected(Rejection {
@@ -185,26 +201,7 @@ pub fn parse_reusing(
     let mut conn_keep_alive = false;
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
-    let mut r = Request {
-        method,
-        target,
-        minor_version,
-        keep_alive: false,
-        body: BodyFraming::None,
-        if_match: None,
-        if_none_match: None,
-        if_modified_since: None,
-        if_unmodified_since: None,
-        range: None,
-        if_range: None,
-        accept_encoding: None,
-        host: None,
-        accept: None,
-        referer: None,
-        user_agent: None,
-        authorization: None,
-        head_len,
-    };
+    let mut r = Request::bare(method, target, minor_version, head_len);
     if head_len > max_header_bytes {
         return reject(431, r);
     }
@@ -236,35 +233,8 @@ pub fn parse_reusing(
             content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             transfer_encoding = true;
-        } else if name.eq_ignore_ascii_case(b"if-match") {
-            append_list(&mut r.if_match, v);
-        } else if name.eq_ignore_ascii_case(b"if-none-match") {
-            append_list(&mut r.if_none_match, v);
-        } else if name.eq_ignore_ascii_case(b"if-modified-since") {
-            r.if_modified_since = Some(v.to_vec());
-        } else if name.eq_ignore_ascii_case(b"if-unmodified-since") {
-            r.if_unmodified_since = Some(v.to_vec());
-        } else if name.eq_ignore_ascii_case(b"range") {
-            if r.range.is_some() {
-                return reject(400, r);
-            }
-            r.range = Some(v.to_vec());
-        } else if name.eq_ignore_ascii_case(b"if-range") {
-            r.if_range = Some(v.to_vec());
-        } else if name.eq_ignore_ascii_case(b"accept-encoding") {
-            append_list_reusing(&mut r.accept_encoding, &mut ae_buf, v);
-        } else if name.eq_ignore_ascii_case(b"accept") {
-            append_list_reusing(&mut r.accept, &mut accept_buf, v);
-        } else if name.eq_ignore_ascii_case(b"referer") {
-            r.referer = Some(refill(referer_buf.take(), v));
-        } else if name.eq_ignore_ascii_case(b"authorization") {
-            // Not a list: two are a malformed request (RFC 9110 §5.3).
-            if r.authorization.is_some() {
-                return reject(400, r);
-            }
-            r.authorization = Some(refill(auth_buf.take(), v));
-        } else if name.eq_ignore_ascii_case(b"user-agent") {
-            r.user_agent = Some(refill(ua_buf.take(), v));
+        } else if keep_field(&mut r, name, v, &mut spares).is_err() {
+            return reject(400, r);
         }
     }
     // RFC 9112 §3.2: a 1.1 request without exactly one Host is a 400.
@@ -296,6 +266,132 @@ pub fn parse_reusing(
         }
         None => Parsed::Complete(Box::new(r)),
     }
+}
+
+/// The last request's allocations for the fields it kept, to be refilled
+/// by the next request's (none for a request built from fields).
+#[derive(Default)]
+struct Spares {
+    accept: Option<Vec<u8>>,
+    accept_encoding: Option<Vec<u8>>,
+    user_agent: Option<Vec<u8>>,
+    referer: Option<Vec<u8>>,
+    authorization: Option<Vec<u8>>,
+}
+
+impl Spares {
+    fn of(r: &mut Request) -> Spares {
+        Spares {
+            accept: r.accept.take(),
+            accept_encoding: r.accept_encoding.take(),
+            user_agent: r.user_agent.take(),
+            referer: r.referer.take(),
+            authorization: r.authorization.take(),
+        }
+    }
+}
+
+/// Keeps a field the core acts on (conditionals, ranges, negotiation,
+/// the log's, credentials); any other is passed over. `Err`: a field that
+/// must not be repeated was (`Range`, `Authorization`): a 400.
+fn keep_field(r: &mut Request, name: &[u8], v: &[u8], spares: &mut Spares) -> Result<(), ()> {
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    if is(b"if-match") {
+        append_list(&mut r.if_match, v);
+    } else if is(b"if-none-match") {
+        append_list(&mut r.if_none_match, v);
+    } else if is(b"if-modified-since") {
+        r.if_modified_since = Some(v.to_vec());
+    } else if is(b"if-unmodified-since") {
+        r.if_unmodified_since = Some(v.to_vec());
+    } else if is(b"range") {
+        if r.range.is_some() {
+            return Err(());
+        }
+        r.range = Some(v.to_vec());
+    } else if is(b"if-range") {
+        r.if_range = Some(v.to_vec());
+    } else if is(b"accept-encoding") {
+        append_list_reusing(&mut r.accept_encoding, &mut spares.accept_encoding, v);
+    } else if is(b"accept") {
+        append_list_reusing(&mut r.accept, &mut spares.accept, v);
+    } else if is(b"referer") {
+        r.referer = Some(refill(spares.referer.take(), v));
+    } else if is(b"authorization") {
+        // Not a list: two are a malformed request (RFC 9110 §5.3).
+        if r.authorization.is_some() {
+            return Err(());
+        }
+        r.authorization = Some(refill(spares.authorization.take(), v));
+    } else if is(b"user-agent") {
+        r.user_agent = Some(refill(spares.user_agent.take(), v));
+    }
+    Ok(())
+}
+
+/// Why a request given as fields cannot be served: answered with a stream
+/// error (RFC 9113 §8.1.1), never with a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Malformed {
+    /// A method or target with bytes the core does not take (control
+    /// bytes, spaces, non-ASCII), or an empty one.
+    Target,
+    /// A field the core keeps that must not be repeated (`Range`,
+    /// `Authorization`), or a value with CR, LF or NUL.
+    Field,
+    /// Its method, target and fields add up to more than
+    /// [`crate::limits::DEFAULT_MAX_HEADER_BYTES`].
+    TooLarge,
+}
+
+/// A request that arrived as fields rather than HTTP/1.1 text (an HTTP/2
+/// stream's, decoded by HPACK and checked by the HTTP/2 layer; later an
+/// HTTP/3 one's): the same [`Request`] the HTTP/1.1 parser makes, read as
+/// HTTP/1.1 (`minor_version` 1, no body, no keep-alive: the stream ends
+/// with its response), with `authority` standing for `Host` (RFC 9113
+/// §8.3.1) and a `host` field kept only without it.
+pub fn from_fields<'a>(
+    method: &[u8],
+    target: &[u8],
+    authority: Option<&[u8]>,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<Box<Request>, Malformed> {
+    let visible = |b: &[u8]| !b.is_empty() && b.iter().all(|&c| c > b' ' && c < 0x7f);
+    if !visible(method) || !visible(target) {
+        return Err(Malformed::Target);
+    }
+    let clean = |v: &[u8]| !v.iter().any(|&c| c == b'\r' || c == b'\n' || c == 0);
+    let method = match method {
+        b"GET" => Method::Get,
+        b"HEAD" => Method::Head,
+        m => Method::Other(String::from_utf8_lossy(m).into_owned()),
+    };
+    let mut size = target.len();
+    let mut r = Box::new(Request::bare(method, target.to_vec(), 1, 0));
+    if let Some(a) = authority {
+        if !clean(a) {
+            return Err(Malformed::Field);
+        }
+        r.host = Some(trim(a).to_vec());
+    }
+    let mut spares = Spares::default();
+    for (name, value) in fields {
+        if !clean(value) || !visible(name) || name.contains(&b':') {
+            return Err(Malformed::Field);
+        }
+        size += name.len() + value.len() + 4;
+        if size > crate::limits::DEFAULT_MAX_HEADER_BYTES {
+            return Err(Malformed::TooLarge);
+        }
+        if name.eq_ignore_ascii_case(b"host") {
+            if authority.is_none() {
+                r.host = Some(trim(value).to_vec());
+            }
+            continue;
+        }
+        keep_field(&mut r, name, trim(value), &mut spares).map_err(|()| Malformed::Field)?;
+    }
+    Ok(r)
 }
 
 /// `v` in `buf`'s allocation (a new one without it).

@@ -5,23 +5,31 @@ use std::borrow::Cow;
 
 use crate::date;
 use crate::encoding::Encoding;
+pub use crate::fields::Fields;
 pub use crate::file::{FileKind, FileMeta, Version};
 use crate::range::{etag_list_matches, if_range_matches};
 pub use crate::range::{parse_range, RangeResult};
 use crate::request::{Method, Request};
 use crate::rules::Applied;
 
-/// A response, ready to transmit: `head` goes first, then `file` (a range
-/// of the file the driver opened for this request), if any.
+/// A response, ready to transmit: its head (`status` and `fields`, in no
+/// protocol's syntax), then `front`, then `file` (a range of the file the
+/// driver opened for this request), if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub status: u16,
-    /// Status line, header fields, blank line, and any in-memory body
-    /// (error pages).
-    pub head: Vec<u8>,
-    /// `(offset, length)` of the opened file to send after `head`.
+    /// The header fields, in order. An HTTP/2 stream sends them as HEADERS
+    /// (HPACK); for HTTP/1.1 they are already written out in `front`.
+    pub fields: Fields,
+    /// The bytes that go first: for HTTP/1.1 the head as its serializer
+    /// wrote it ([`Fields::write_http1`]), then any in-memory body (an
+    /// error page, a listing, a small file's bytes appended by the
+    /// driver); for an HTTP/2 stream the in-memory body alone. In a
+    /// continuation ([`Response::take_next_part`]), the part's own bytes.
+    pub front: Vec<u8>,
+    /// `(offset, length)` of the opened file to send after `front`.
     pub file: Option<(u64, u64)>,
-    /// The version of the file that `head` describes (its `ETag` and
+    /// The version of the file that the head describes (its `ETag` and
     /// `Last-Modified`), set whenever `file` is. The driver checks that the
     /// file still has it (or has only grown) before it hands the body's
     /// last byte to the socket, so that a file changed in place
@@ -30,10 +38,10 @@ pub struct Response {
     pub version: Option<Version>,
     /// Whether the connection stays open after this response.
     pub keep_alive: bool,
-    /// Body bytes this response carries (in `head`, from the file, and in
+    /// Body bytes this response carries (in `front`, from the file, and in
     /// `parts`), for the access log.
     pub body_len: u64,
-    /// What follows `head` and `file`, in order: the further parts of a
+    /// What follows `front` and `file`, in order: the further parts of a
     /// `multipart/byteranges` body (empty for every other response). The
     /// driver sends each part's bytes, then its range of the same file;
     /// see [`Response::take_next_part`].
@@ -45,16 +53,38 @@ pub struct Response {
 }
 
 impl Response {
-    /// A response whose body, if any, is already in `head` (an error page,
-    /// a 304, a listing): no file, no parts.
-    fn in_memory(status: u16, head: Vec<u8>, keep_alive: bool, body_len: u64) -> Response {
+    /// A response whose head is `head` and whose body, if any, is `body`
+    /// in memory (an error page, a 304, a listing): no file, no parts.
+    fn in_memory(head: Head, body: &[u8], ctx: &Ctx) -> Response {
+        let send = !ctx.head_only;
+        let (status, fields, mut front) = head.finish(ctx, if send { body.len() } else { 0 });
+        if send {
+            front.extend_from_slice(body);
+        }
         Response {
             status,
-            head,
+            fields,
+            front,
             file: None,
             version: None,
-            keep_alive,
-            body_len,
+            keep_alive: ctx.keep_alive,
+            body_len: if send { body.len() as u64 } else { 0 },
+            parts: Vec::new(),
+            continued: false,
+        }
+    }
+
+    /// A response whose body is `file` of the opened file (none for HEAD).
+    fn of_file(head: Head, file: Option<(u64, u64)>, meta: &FileMeta, ctx: &Ctx) -> Response {
+        let (status, fields, front) = head.finish(ctx, 0);
+        Response {
+            status,
+            fields,
+            front,
+            file,
+            version: file.map(|_| meta.version()),
+            keep_alive: ctx.keep_alive,
+            body_len: file.map_or(0, |f| f.1),
             parts: Vec::new(),
             continued: false,
         }
@@ -70,8 +100,8 @@ pub struct Part {
 }
 
 impl Response {
-    /// Once `head` and `file` are sent: the rest of the body as a response
-    /// of its own (the next part's bytes as its `head`, its range as its
+    /// Once `front` and `file` are sent: the rest of the body as a response
+    /// of its own (the next part's bytes as its `front`, its range as its
     /// `file`, the parts after it), or `None` when the body is complete.
     /// The driver sends it on the same connection and file, and logs and
     /// reports the response once, at the end of the last part.
@@ -82,7 +112,8 @@ impl Response {
         let p = self.parts.remove(0);
         Some(Response {
             status: self.status,
-            head: p.prefix,
+            fields: Fields::default(),
+            front: p.prefix,
             file: p.file,
             version: if p.file.is_some() { self.version } else { None },
             keep_alive: self.keep_alive,
@@ -97,7 +128,8 @@ impl Response {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx<'a> {
     pub server: &'a str,
-    /// Configured header fields for every response, wire-ready.
+    /// Configured header fields for every response, as `Name: value\r\n`
+    /// lines (checked when loaded).
     pub extra: &'a [u8],
     pub keep_alive: bool,
     /// Send `Connection: keep-alive` (HTTP/1.0 clients need it).
@@ -107,61 +139,61 @@ pub(crate) struct Ctx<'a> {
     pub seed: u64,
     /// The charset named on text types (`SessionConfig::charset`).
     pub charset: &'a str,
+    /// The response goes on an HTTP/2 stream: its head goes as HEADERS
+    /// from `fields`, never written out as HTTP/1.1, and it carries no
+    /// connection-specific field (RFC 9113 §8.2.2).
+    pub http2: bool,
 }
 
+/// A response head being built: the status and its fields.
 struct Head {
-    buf: Vec<u8>,
+    status: u16,
+    fields: Fields,
 }
-
-/// Room for a typical head, so that building one allocates once (a small
-/// file's body appended by the driver may grow it once more).
-const HEAD_CAPACITY: usize = 384;
 
 impl Head {
     fn new(status: u16, ctx: &Ctx) -> Head {
-        let mut buf = Vec::with_capacity(HEAD_CAPACITY);
-        buf.extend_from_slice(b"HTTP/1.1 ");
-        push_u64(&mut buf, u64::from(status));
-        buf.push(b' ');
-        buf.extend_from_slice(reason(status).as_bytes());
-        buf.extend_from_slice(b"\r\nServer: ");
-        buf.extend_from_slice(ctx.server.as_bytes());
-        buf.extend_from_slice(b"\r\nDate: ");
-        date::with_http_date(|d| buf.extend_from_slice(d.as_bytes()));
-        buf.extend_from_slice(b"\r\n");
-        Head { buf }
+        let mut fields = Fields::new();
+        fields.push("Server", ctx.server.as_bytes());
+        date::with_http_date(|d| fields.push("Date", d.as_bytes()));
+        Head { status, fields }
     }
 
     fn header(&mut self, name: &str, value: &str) -> &mut Head {
-        self.buf.extend_from_slice(name.as_bytes());
-        self.buf.extend_from_slice(b": ");
-        self.buf.extend_from_slice(value.as_bytes());
-        self.buf.extend_from_slice(b"\r\n");
+        self.fields.push(name, value.as_bytes());
         self
     }
 
     fn header_u64(&mut self, name: &str, value: u64) -> &mut Head {
-        self.buf.extend_from_slice(name.as_bytes());
-        self.buf.extend_from_slice(b": ");
-        push_u64(&mut self.buf, value);
-        self.buf.extend_from_slice(b"\r\n");
+        self.fields.push_u64(name, value);
         self
     }
 
-    fn finish(mut self, ctx: &Ctx) -> Vec<u8> {
-        self.buf.extend_from_slice(ctx.extra);
-        if !ctx.keep_alive {
-            self.buf.extend_from_slice(b"Connection: close\r\n");
-        } else if ctx.announce_keep_alive {
-            self.buf.extend_from_slice(b"Connection: keep-alive\r\n");
+    /// The configured fields and, for HTTP/1.1, `Connection`; then the
+    /// status, the fields, and the bytes that go first (the HTTP/1.1 head,
+    /// or nothing for HTTP/2), with room for `body` more.
+    fn finish(mut self, ctx: &Ctx, body: usize) -> (u16, Fields, Vec<u8>) {
+        self.fields.push_lines(ctx.extra);
+        if ctx.http2 {
+            return (self.status, self.fields, Vec::with_capacity(body));
         }
-        self.buf.extend_from_slice(b"\r\n");
-        self.buf
+        if !ctx.keep_alive {
+            self.fields.push("Connection", b"close");
+        } else if ctx.announce_keep_alive {
+            self.fields.push("Connection", b"keep-alive");
+        }
+        let mut front = Vec::with_capacity(HEAD_CAPACITY + body);
+        self.fields.write_http1(self.status, &mut front);
+        (self.status, self.fields, front)
     }
 }
 
+/// Room for a typical HTTP/1.1 head, so that writing one allocates once
+/// (a small file's body appended by the driver may grow it once more).
+const HEAD_CAPACITY: usize = 384;
+
 /// Appends the decimal digits of `n`.
-fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -226,7 +258,7 @@ fn rule_headers(h: &mut Head, rules: &Applied) {
         h.header("Cache-Control", c);
     }
     for f in &rules.headers {
-        h.buf.extend_from_slice(f);
+        h.fields.push_lines(f);
     }
 }
 
@@ -261,16 +293,7 @@ pub(crate) fn error_page(
         h.header(n, v);
     }
     let send_body = !ctx.head_only && meta.size > 0;
-    Response {
-        status,
-        head: h.finish(ctx),
-        file: send_body.then_some((0, meta.size)),
-        version: send_body.then(|| meta.version()),
-        keep_alive: ctx.keep_alive,
-        body_len: if send_body { meta.size } else { 0 },
-        parts: Vec::new(),
-        continued: false,
-    }
+    Response::of_file(h, send_body.then_some((0, meta.size)), meta, ctx)
 }
 
 /// An error (or redirect) response with a small HTML body.
@@ -287,12 +310,7 @@ pub(crate) fn error(status: u16, ctx: &Ctx, extra: &[(&str, &str)]) -> Response 
     for (n, v) in extra {
         h.header(n, v);
     }
-    let mut head = h.finish(ctx);
-    if !ctx.head_only {
-        head.extend_from_slice(body.as_bytes());
-    }
-    let body_len = if ctx.head_only { 0 } else { body.len() as u64 };
-    Response::in_memory(status, head, ctx.keep_alive, body_len)
+    Response::in_memory(h, body.as_bytes(), ctx)
 }
 
 /// A 200 whose body is `body`, from memory, as `text/plain` (an ACME
@@ -302,12 +320,7 @@ pub(crate) fn plain_text(body: &str, ctx: &Ctx) -> Response {
     h.header("Content-Type", "text/plain")
         .header_u64("Content-Length", body.len() as u64)
         .header("Cache-Control", "no-store");
-    let mut head = h.finish(ctx);
-    if !ctx.head_only {
-        head.extend_from_slice(body.as_bytes());
-    }
-    let body_len = if ctx.head_only { 0 } else { body.len() as u64 };
-    Response::in_memory(200, head, ctx.keep_alive, body_len)
+    Response::in_memory(h, body.as_bytes(), ctx)
 }
 
 /// The strong entity tag of a file version: inode, size and mtime (ns).
@@ -364,17 +377,8 @@ pub(crate) fn for_listing(req: &Request, listing: &crate::listing::Listing, ctx:
     if listing.truncated {
         h.header("Listing-Truncated", "true");
     }
-    let mut head = h.finish(ctx);
-    let send_body = !not_modified && !ctx.head_only;
-    if send_body {
-        head.extend_from_slice(&listing.body);
-    }
-    let body_len = if send_body {
-        listing.body.len() as u64
-    } else {
-        0
-    };
-    Response::in_memory(status, head, ctx.keep_alive, body_len)
+    let body: &[u8] = if not_modified { &[] } else { &listing.body };
+    Response::in_memory(h, body, ctx)
 }
 
 /// Which representation of a resource a file response carries.
@@ -435,7 +439,7 @@ pub(crate) fn for_file(
             h.header("Vary", "Accept-Encoding");
         }
         rule_headers(&mut h, rules);
-        return Response::in_memory(304, h.finish(ctx), ctx.keep_alive, 0);
+        return Response::in_memory(h, &[], ctx);
     }
 
     let mut range = RangeResult::Full;
@@ -486,16 +490,7 @@ pub(crate) fn for_file(
         h.header("Content-Range", &cr);
     }
     let send_body = !ctx.head_only && len > 0;
-    Response {
-        status,
-        head: h.finish(ctx),
-        file: send_body.then_some((offset, len)),
-        version: send_body.then(|| meta.version()),
-        keep_alive: ctx.keep_alive,
-        body_len: if send_body { len } else { 0 },
-        parts: Vec::new(),
-        continued: false,
-    }
+    Response::of_file(h, send_body.then_some((offset, len)), meta, ctx)
 }
 
 /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the head carries the
@@ -560,11 +555,12 @@ fn multipart(
         h.header("Vary", "Accept-Encoding");
     }
     rule_headers(&mut h, rules);
-    let mut head = h.finish(ctx);
-    head.extend_from_slice(&first);
+    let (status, fields, mut front) = h.finish(ctx, first.len());
+    front.extend_from_slice(&first);
     Response {
-        status: 206,
-        head,
+        status,
+        fields,
+        front,
         file: Some(ranges[0]),
         version: Some(meta.version()),
         keep_alive: ctx.keep_alive,

@@ -95,6 +95,9 @@ pub struct Session {
     /// One HTTP/2 stream's request ([`Session::for_stream`]): one
     /// response, then closed; logged as `HTTP/2.0`.
     stream: bool,
+    /// A stream's request, given as fields ([`Session::for_stream`]),
+    /// until `next` serves it.
+    given: Option<Box<Request>>,
     /// Over TLS ([`Session::set_tls`]).
     tls: bool,
     /// Why the last request was refused by a rule, if it was.
@@ -187,6 +190,7 @@ impl Session {
             over_limit: false,
             dir_request: false,
             stream: false,
+            given: None,
             tls: false,
             refusal: None,
             fallback: None,
@@ -208,16 +212,23 @@ impl Session {
         self.tls = true;
     }
 
-    /// The session of one HTTP/2 stream (see [`crate::exchange`]): it is
-    /// fed one request written as an HTTP/1.1 head, answers it, and is
-    /// then closed. `client`: the connection's client behind a proxy, as
-    /// its connection's session learned it.
-    pub fn for_stream(client: Option<SocketAddr>) -> Session {
+    /// The session of one HTTP/2 stream: it is given one request, built
+    /// from the stream's fields ([`request::from_fields`]), answers it
+    /// with a head of fields ([`Response::fields`]) for HPACK, and is then
+    /// closed. `client`: the connection's client behind a proxy, as its
+    /// connection's session learned it.
+    pub fn for_stream(client: Option<SocketAddr>, req: Box<Request>) -> Session {
         Session {
             stream: true,
             client,
+            given: Some(req),
             ..Session::new()
         }
+    }
+
+    /// The request given to a stream's session, until it is served.
+    pub fn given_request(&self) -> Option<&Request> {
+        self.given.as_deref()
     }
 
     /// A session on a listener behind a load balancer, whose connection
@@ -395,6 +406,13 @@ impl Session {
             },
             State::Reading => {}
         }
+        if self.stream {
+            return match self.given.take() {
+                Some(req) => self.serve(cfg, req),
+                // A stream's session answers one request, then closes.
+                None => Step::Close,
+            };
+        }
         if self.discard > 0 {
             return Step::NeedInput;
         }
@@ -428,6 +446,12 @@ impl Session {
             Parsed::Complete(req) => req,
         };
         self.buf.drain(..req.head_len);
+        self.serve(cfg, req)
+    }
+
+    /// A whole request, parsed from HTTP/1.1 bytes or given as fields:
+    /// its body's framing, then the checks, the rules and the open.
+    fn serve(&mut self, cfg: &SessionConfig, req: Box<Request>) -> Step {
         let mut keep_alive =
             !self.stream && req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
         match req.body {
@@ -685,6 +709,7 @@ impl Session {
             head_only,
             seed: cfg.boundary_seed,
             charset: &cfg.charset,
+            http2: self.stream,
         }
     }
 

@@ -59,6 +59,14 @@ fn auth_rules() -> std::sync::Arc<spindle_core::rules::Rules> {
 /// a file range lies inside the file, and a 206 says which; a response
 /// that closes the connection says `Connection: close`; each response is
 /// handed out once, in order, before the next request is parsed.
+///
+/// A byte stream that opens with `h2\n` is one HTTP/2 stream's request
+/// given as fields instead ([`spindle_core::request::from_fields`]): the
+/// lines after it are the method, the path, the authority (empty: none)
+/// and `name:value` fields. Then also: a request `from_fields` takes is
+/// answered once, with a head of fields carrying no connection-specific
+/// field and nothing of HTTP/1.1's in its bytes, and the session never
+/// asks for input.
 pub fn session(data: &[u8]) {
     let conf = data.first().copied().unwrap_or(0);
     let mut split = num(data, 1, 2) | 1;
@@ -90,8 +98,18 @@ pub fn session(data: &[u8]) {
         },
         ..SessionConfig::default()
     };
-    let mut s = Session::new();
-    let mut rest = stream;
+    let mut s = match stream.strip_prefix(b"h2\n") {
+        Some(fields) => match stream_request(fields) {
+            Some(req) => Session::for_stream(None, req),
+            None => return,
+        },
+        None => Session::new(),
+    };
+    let mut rest = if s.given_request().is_some() {
+        &[][..]
+    } else {
+        stream
+    };
     let mut served = 0u64;
     for _ in 0..MAX_STEPS {
         let step = match s.next(&cfg) {
@@ -109,6 +127,7 @@ pub fn session(data: &[u8]) {
         };
         match step {
             Step::NeedInput => {
+                assert!(!s.log_info().http2, "a stream's session asks for input");
                 if rest.is_empty() {
                     return;
                 }
@@ -170,6 +189,22 @@ pub fn session(data: &[u8]) {
     panic!("{MAX_STEPS} steps from {} bytes of input", data.len());
 }
 
+/// An HTTP/2 stream's request from lines (see [`session`]): `None` when
+/// `from_fields` refuses it (a stream error, never a panic).
+fn stream_request(data: &[u8]) -> Option<Box<spindle_core::request::Request>> {
+    let mut lines = data.split(|&b| b == b'\n');
+    let method = lines.next().unwrap_or(b"");
+    let path = lines.next().unwrap_or(b"");
+    let authority = lines.next().filter(|a| !a.is_empty());
+    let fields: Vec<(&[u8], &[u8])> = lines
+        .map(|l| match l.iter().position(|&b| b == b':') {
+            Some(i) => (&l[..i], &l[i + 1..]),
+            None => (l, &b""[..]),
+        })
+        .collect();
+    spindle_core::request::from_fields(method, path, authority, fields.iter().copied()).ok()
+}
+
 fn xorshift(mut x: u64) -> u64 {
     x ^= x << 13;
     x ^= x >> 7;
@@ -223,7 +258,7 @@ fn listed(
     }
     let resp = s.listed(cfg, Ok(&l)).into_response().expect("a response");
     if resp.status == 200 && s.log_info().method != "HEAD" {
-        assert!(resp.head.ends_with(&l.body), "the listing is the body");
+        assert!(resp.front.ends_with(&l.body), "the listing is the body");
     }
     resp
 }
@@ -282,16 +317,38 @@ fn header<'a>(h: &'a httparse::Response, name: &str) -> Option<&'a [u8]> {
 /// Checks a response the session handed out (`s` is the session, after;
 /// `meta` what the open found, if it found a file).
 pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<FileMeta>) {
+    let http2 = s.log_info().http2;
+    let mut written = Vec::new();
+    resp.fields.write_http1(resp.status, &mut written);
+    let wire = if http2 {
+        // HEADERS carry the fields; the bytes are the in-memory body.
+        for name in ["connection", "keep-alive", "transfer-encoding", "upgrade"] {
+            assert!(resp.fields.get(name).is_none(), "{name} on a stream");
+        }
+        assert!(
+            !resp.front.starts_with(b"HTTP/"),
+            "an HTTP/1.1 head on a stream"
+        );
+        assert!(!resp.keep_alive, "a stream answers one request");
+        written.extend_from_slice(&resp.front);
+        &written[..]
+    } else {
+        assert!(
+            resp.front.starts_with(&written),
+            "the head is its fields written out"
+        );
+        &resp.front[..]
+    };
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut h = httparse::Response::new(&mut headers);
-    let len = match h.parse(&resp.head) {
+    let len = match h.parse(wire) {
         Ok(httparse::Status::Complete(n)) => n,
         other => panic!("response head does not parse: {other:?}"),
     };
     assert_eq!(h.version, Some(1));
     assert_eq!(h.code, Some(resp.status), "status line against status");
     // A multipart body's later parts count as body bytes too.
-    let in_memory = (resp.head.len() - len) as u64
+    let in_memory = (wire.len() - len) as u64
         + resp
             .parts
             .iter()
@@ -347,7 +404,7 @@ pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<F
         let want = format!("bytes {}-{}/{}", off, off + n - 1, meta.size);
         assert_eq!(header(&h, "Content-Range"), Some(want.as_bytes()));
     }
-    if !resp.keep_alive {
+    if !resp.keep_alive && !http2 {
         assert_eq!(
             header(&h, "Connection").map(|v| v.eq_ignore_ascii_case(b"close")),
             Some(true),
@@ -379,7 +436,7 @@ fn check_multipart(h: &httparse::Response, resp: &spindle_core::Response, meta: 
     let last = resp.parts.last().expect("parts");
     assert_eq!(last.file, None, "the closing delimiter is last");
     assert_eq!(last.prefix, format!("\r\n--{boundary}--\r\n").as_bytes());
-    let heads = std::iter::once(&resp.head[..])
+    let heads = std::iter::once(&resp.front[..])
         .chain(resp.parts.iter().map(|p| &p.prefix[..]))
         .zip(&ranges);
     for (bytes, &(off, n)) in heads {
@@ -560,13 +617,13 @@ pub fn tls(data: &[u8]) {
                         .opened(&cfg, &req, Err(OpenError::NotFound))
                         .into_response()
                         .expect("a missing file is answered");
-                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
+                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.front);
                     s.sent();
                 }
                 Step::List(_) => unreachable!("autoindex is off"),
                 Step::Authenticate(_) => unreachable!("no auth rule"),
                 Step::Respond(resp) => {
-                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.head);
+                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.front);
                     s.sent();
                 }
             }

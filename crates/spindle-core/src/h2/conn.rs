@@ -364,6 +364,28 @@ impl H2Conn {
         fields: &[(&[u8], &[u8])],
         end_stream: bool,
     ) -> bool {
+        self.headers_of(stream_id, status, fields.iter().copied(), end_stream)
+    }
+
+    /// [`H2Conn::send_headers`] for a response head the core made
+    /// ([`crate::Fields`], names as written: HPACK lowercases them).
+    pub fn send_fields(
+        &mut self,
+        stream_id: u32,
+        status: u16,
+        fields: &crate::Fields,
+        end_stream: bool,
+    ) -> bool {
+        self.headers_of(stream_id, status, fields.iter(), end_stream)
+    }
+
+    fn headers_of<'f>(
+        &mut self,
+        stream_id: u32,
+        status: u16,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        end_stream: bool,
+    ) -> bool {
         if self.is_closed() {
             return false;
         }

@@ -28,6 +28,18 @@ pub struct Request {
 }
 
 impl Request {
+    /// The core's request for this stream (the same one an HTTP/1.1 head
+    /// makes; [`crate::request::from_fields`]). `Err`: a request the core
+    /// cannot take, which resets the stream (§8.1.1).
+    pub fn to_core(&self) -> Result<Box<crate::request::Request>, crate::request::Malformed> {
+        crate::request::from_fields(
+            self.method.as_bytes(),
+            self.path.as_bytes(),
+            self.authority.as_deref().map(str::as_bytes),
+            self.headers.iter().map(|(n, v)| (n.as_bytes(), &v[..])),
+        )
+    }
+
     /// The first field named `name` (lowercase), if any.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers

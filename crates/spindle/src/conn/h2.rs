@@ -3,12 +3,14 @@
 //! the streams' exchanges.
 //!
 //! Each stream is served by a connection slot of its own, a *stream
-//! slot*, whose [`super::Life`] holds a [`Session::for_stream`] fed the
-//! request as an HTTP/1.1 head (`spindle_core::exchange`). The loop opens,
+//! slot*, whose [`super::Life`] holds a [`Session::for_stream`] given the
+//! request as the core's protocol-neutral request (built from the
+//! stream's fields, never written out as HTTP/1.1 text). The loop opens,
 //! reads and transmits for a stream slot as for any connection, with its
-//! bodies read into buffers (as for HTTPS) and its plaintext handed to
-//! [`H2Link::write`] instead of a socket: the response head comes back as
-//! HEADERS, the body as DATA frames. The link frames what its streams hold
+//! bodies read into buffers (as for HTTPS): the response's head goes as
+//! HEADERS straight from its fields ([`H2Link::respond`]), and the body's
+//! plaintext is handed to [`H2Link::write`] instead of a socket, to go as
+//! DATA frames. The link frames what its streams hold
 //! into one byte stream with [`H2Link::fill`], which the loop writes to
 //! the socket (or to TLS): control frames and HEADERS first, then DATA,
 //! fairly across streams (RFC 9218 urgency, round robin within one), each
@@ -17,7 +19,8 @@
 //! ```text
 //!  socket bytes ─▶ feed ─▶ H2Conn ─▶ Request ─▶ stream slot (Session::for_stream)
 //!                                                   │ opens, READs (the loop)
-//!  socket ◀─ fill ◀─ HEADERS, DATA ◀─ write(head + body plaintext) ◀┘
+//!  socket ◀─ fill ◀─ HEADERS ◀─ respond(status, fields) ◀┤
+//!                 ◀─ DATA ◀──── write(body plaintext) ◀──┘
 //! ```
 //!
 //! Backpressure is the TLS path's: a stream's `write` is reported sent at
@@ -32,9 +35,9 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use spindle_core::exchange::{self, StreamRequest};
 use spindle_core::h2::{ErrorCode, Event, H2Conn, H2Settings, Request};
-use spindle_core::Session;
+use spindle_core::request::Request as CoreRequest;
+use spindle_core::{Fields, Session};
 
 use super::Ticket;
 
@@ -45,10 +48,6 @@ use super::Ticket;
 /// batches, and the client woke for each (docs/decisions.md, "HTTPS send
 /// queue"). A new stream's first frames wait behind at most two batches.
 pub const FILL_BATCH: usize = 256 * 1024;
-
-/// Longest response head a stream slot may hand over (the core's heads
-/// are far smaller; a longer one resets the stream).
-pub const MAX_STREAM_HEAD: usize = 64 * 1024;
 
 /// Received bytes a connection holds that `H2Conn::feed` has not taken
 /// yet; beyond this the loop stops receiving until they are taken.
@@ -119,26 +118,43 @@ pub enum Wrote {
 
 /// What the loop does for an event of the connection.
 pub enum Todo {
-    /// Serve this request on a new stream slot: feed `head` to a
-    /// session made by [`H2Link::session`], then [`H2Link::attach`] it.
-    Serve { stream_id: u32, head: Vec<u8> },
+    /// Serve this request on a new stream slot: give it to a session
+    /// made by [`H2Link::session`], then [`H2Link::attach`] the slot.
+    Serve {
+        stream_id: u32,
+        request: Box<CoreRequest>,
+    },
     /// The client reset the stream: abort its slot (if it still has one).
     Abort(Ticket),
     /// The connection ends: write what is framed, then close.
     Close,
 }
 
+/// Where a stream's response is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Head {
+    /// No response yet; `head_only`: the request was HEAD, so no body
+    /// will follow its head.
+    Awaited { head_only: bool },
+    /// The response's head, kept until its first body bytes or its end
+    /// (so that a response that fails before any byte is out can still be
+    /// replaced by an error's: `Session::body_failed`).
+    Pending {
+        status: u16,
+        fields: Fields,
+        head_only: bool,
+    },
+    /// HEADERS went; DATA follows.
+    Sent,
+    /// HEADERS went with END_STREAM (HEAD, 204, 304): body bytes, if the
+    /// slot writes any, are dropped.
+    Final,
+}
+
 /// One stream's response on its way out.
 struct StreamOut {
     slot: Ticket,
-    /// The response head, until it is whole and sent as HEADERS.
-    head: Vec<u8>,
-    head_sent: bool,
-    /// The request was HEAD: no body follows the head.
-    head_only: bool,
-    /// HEADERS carried END_STREAM (HEAD, 204, 304): body bytes, if the
-    /// slot writes any, are dropped.
-    no_body: bool,
+    head: Head,
     /// Body bytes not yet framed: `pending[framed..]`.
     pending: Vec<u8>,
     framed: usize,
@@ -175,10 +191,10 @@ impl H2Link {
         }
     }
 
-    /// A stream's session, as the connection's client, over TLS if the
-    /// connection is.
-    pub fn session(&self) -> Session {
-        let mut s = Session::for_stream(self.client);
+    /// A stream's session, given its request, as the connection's
+    /// client, over TLS if the connection is.
+    pub fn session(&self, request: Box<CoreRequest>) -> Session {
+        let mut s = Session::for_stream(self.client, request);
         if self.tls {
             s.set_tls();
         }
@@ -256,24 +272,13 @@ impl H2Link {
         todo
     }
 
-    /// A request, as an HTTP/1.1 head for its stream's session; a request
-    /// no head can carry resets its stream (RFC 9113 §8.1.1).
+    /// A request, as the core's request for its stream's session; one
+    /// the core cannot take resets its stream (RFC 9113 §8.1.1).
     fn request(&mut self, req: Request) -> Option<Todo> {
-        let fields: Vec<(&[u8], &[u8])> = req
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_bytes(), &v[..]))
-            .collect();
-        let sr = StreamRequest {
-            method: req.method.as_bytes(),
-            authority: req.authority.as_deref().map(str::as_bytes),
-            path: req.path.as_bytes(),
-            fields: &fields,
-        };
-        match exchange::request_head(&sr) {
-            Ok(head) => Some(Todo::Serve {
+        match req.to_core() {
+            Ok(request) => Some(Todo::Serve {
                 stream_id: req.stream_id,
-                head,
+                request,
             }),
             Err(_) => {
                 self.conn.reset(req.stream_id, ErrorCode::ProtocolError);
@@ -289,10 +294,7 @@ impl H2Link {
             stream_id,
             StreamOut {
                 slot,
-                head: Vec::new(),
-                head_sent: false,
-                head_only,
-                no_body: false,
+                head: Head::Awaited { head_only },
                 pending: Vec::new(),
                 framed: 0,
                 owed: 0,
@@ -308,24 +310,75 @@ impl H2Link {
         self.conn.reset(stream_id, ErrorCode::RefusedStream);
     }
 
-    /// A stream slot's plaintext: its response head (an HTTP/1.1 head,
-    /// sent as HEADERS), then body bytes (framed as DATA by `fill`).
+    /// A stream slot's response begins (again, for an error in place of
+    /// one that failed before any of its bytes went): its head is kept
+    /// until the first body bytes or the end, then goes as HEADERS.
+    /// `false`: the stream is gone (reset by the client, or the connection
+    /// is closing): drop the response.
+    pub fn respond(&mut self, stream_id: u32, status: u16, fields: Fields) -> bool {
+        let Some(s) = self.streams.get_mut(&stream_id) else {
+            return false;
+        };
+        let head_only = match s.head {
+            Head::Awaited { head_only } | Head::Pending { head_only, .. } => head_only,
+            Head::Sent | Head::Final => {
+                debug_assert!(false, "stream {stream_id}: a head after its HEADERS");
+                return true;
+            }
+        };
+        s.head = Head::Pending {
+            status,
+            fields,
+            head_only,
+        };
+        true
+    }
+
+    /// Sends the stream's kept head as HEADERS, with END_STREAM when no
+    /// body can follow (HEAD, 204, 304) or `last`. `false`: the stream is
+    /// gone (no longer in `streams`).
+    fn send_head(&mut self, stream_id: u32, last: bool) -> bool {
+        let s = self.streams.get_mut(&stream_id).expect("stream");
+        let Head::Pending {
+            status,
+            fields,
+            head_only,
+        } = std::mem::replace(&mut s.head, Head::Sent)
+        else {
+            unreachable!("send_head without a kept head")
+        };
+        let no_body = last || head_only || status == 204 || status == 304;
+        if no_body {
+            s.head = Head::Final;
+        }
+        if !self.conn.send_fields(stream_id, status, &fields, no_body) {
+            self.streams.remove(&stream_id);
+            return false;
+        }
+        true
+    }
+
+    /// A stream slot's body plaintext, framed as DATA by `fill`.
     pub fn write(&mut self, stream_id: u32, bytes: &[u8]) -> Wrote {
         let Some(s) = self.streams.get_mut(&stream_id) else {
             return Wrote::Gone;
         };
-        if !s.head_sent {
-            s.head.extend_from_slice(bytes);
-            // Once whole, the head goes as HEADERS and what follows it in
-            // the same bytes (a small body) waits to be framed.
-            return match self.head(stream_id) {
-                true => Wrote::Now,
-                false => Wrote::Gone,
-            };
-        }
-        if s.no_body {
+        match s.head {
+            Head::Awaited { .. } => {
+                // A body before its head cannot be: the slot went wrong.
+                debug_assert!(false, "stream {stream_id}: body before head");
+                self.abort(stream_id);
+                return Wrote::Gone;
+            }
+            Head::Pending { .. } => {
+                if !self.send_head(stream_id, false) {
+                    return Wrote::Gone;
+                }
+                return self.write(stream_id, bytes);
+            }
             // HEADERS ended the stream: nothing more goes to the client.
-            return Wrote::Now;
+            Head::Final => return Wrote::Now,
+            Head::Sent => {}
         }
         let idle = s.framed == s.pending.len();
         if idle {
@@ -341,65 +394,33 @@ impl H2Link {
         }
     }
 
-    /// Sends the stream's response head as HEADERS once it is whole; the
-    /// bytes after it become the body to frame (`pending`, from `framed`).
-    /// `false`: the stream is gone (no longer in `streams`).
-    fn head(&mut self, stream_id: u32) -> bool {
-        let s = self.streams.get_mut(&stream_id).expect("stream");
-        loop {
-            let Some(h) = exchange::view_response_head(&s.head) else {
-                if s.head.len() > MAX_STREAM_HEAD {
-                    self.abort(stream_id);
-                    return false;
-                }
-                // Not whole yet: the rest comes with the next write.
-                return true;
-            };
-            if (100..200).contains(&h.status) {
-                // An interim head (100 Continue): HTTP/2 has no use for
-                // it here; the final head follows.
-                let len = h.len;
-                s.head.drain(..len);
-                continue;
-            }
-            let no_body = s.head_only || h.status == 204 || h.status == 304;
-            let sent = self
-                .conn
-                .send_headers(stream_id, h.status, h.fields(), no_body);
-            let len = h.len;
-            s.head_sent = true;
-            s.no_body = no_body;
-            if !sent {
-                self.streams.remove(&stream_id);
-                return false;
-            }
-            if !no_body {
-                // The head's buffer becomes the body's, without a copy.
-                s.pending = std::mem::take(&mut s.head);
-                s.framed = len;
-            }
-            s.head = Vec::new();
-            return true;
-        }
-    }
-
     /// The stream slot's response is over (its last bytes were written):
     /// END_STREAM goes after them.
     pub fn end(&mut self, stream_id: u32) {
         let Some(s) = self.streams.get_mut(&stream_id) else {
             return;
         };
-        if s.no_body {
-            // HEADERS carried END_STREAM already.
-            self.streams.remove(&stream_id);
-            return;
+        match s.head {
+            Head::Final => {
+                // HEADERS carried END_STREAM already.
+                self.streams.remove(&stream_id);
+                return;
+            }
+            Head::Pending { .. } => {
+                // No body came: HEADERS end the stream.
+                if self.send_head(stream_id, true) {
+                    self.streams.remove(&stream_id);
+                }
+                return;
+            }
+            Head::Awaited { .. } => {
+                // A response with no head cannot be: the slot failed first.
+                self.abort(stream_id);
+                return;
+            }
+            Head::Sent => {}
         }
         s.ended = true;
-        if !s.head_sent {
-            // A response with no head cannot be: the slot failed first.
-            self.abort(stream_id);
-            return;
-        }
         if s.framed == s.pending.len() {
             self.ending.push_back(stream_id);
         }

@@ -154,13 +154,13 @@ pub fn inline_body(resp: &mut spindle_core::Response, body: &[u8]) -> bool {
         debug_assert!(false, "range beyond the cached body");
         return false;
     }
-    resp.head
+    resp.front
         .extend_from_slice(range(off, len).expect("checked"));
     // A multipart body: every part's bytes and range, in order.
     for p in std::mem::take(&mut resp.parts) {
-        resp.head.extend_from_slice(&p.prefix);
+        resp.front.extend_from_slice(&p.prefix);
         if let Some((o, n)) = p.file {
-            resp.head.extend_from_slice(range(o, n).expect("checked"));
+            resp.front.extend_from_slice(range(o, n).expect("checked"));
         }
     }
     resp.file = None;

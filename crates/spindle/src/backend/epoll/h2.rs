@@ -15,6 +15,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
 use spindle_core::h2::H2Settings;
+use spindle_core::request::Request as CoreRequest;
+use spindle_core::Fields;
 
 use super::{Conn, Mover, Worker, READ_TURN_BYTES};
 use crate::conn::h2::{timeout, H2Link, Todo};
@@ -75,7 +77,7 @@ impl<M: Mover> Worker<M> {
                 return;
             }
             match t {
-                Todo::Serve { stream_id, head } => self.h2_serve(who, stream_id, head),
+                Todo::Serve { stream_id, request } => self.h2_serve(who, stream_id, request),
                 Todo::Abort(s) => self.close(s),
                 Todo::Close => {
                     if let Proto::H2(h) = &mut self.conn(who).proto {
@@ -86,8 +88,8 @@ impl<M: Mover> Worker<M> {
         }
     }
 
-    /// A new stream: a slot of its own, with a session fed its request.
-    fn h2_serve(&mut self, who: Ticket, stream_id: u32, head: Vec<u8>) {
+    /// A new stream: a slot of its own, with a session given its request.
+    fn h2_serve(&mut self, who: Ticket, stream_id: u32, request: Box<CoreRequest>) {
         let full = self.conns.full();
         let now = self.now;
         let c = self.conn(who);
@@ -103,8 +105,8 @@ impl<M: Mover> Worker<M> {
         }
         // SAFETY: as above.
         let fd = unsafe { OwnedFd::from_raw_fd(dup) };
-        let mut session = h.link.session();
-        session.feed(&head);
+        let head_only = request.method == spindle_core::request::Method::Head;
+        let session = h.link.session(request);
         let life = Life::new(session, None, &self.serve.ctx, false, fd.as_raw_fd(), now);
         let proto = Proto::Stream {
             parent: who,
@@ -116,7 +118,7 @@ impl<M: Mover> Worker<M> {
         let Proto::H2(h) = &mut self.conn(who).proto else {
             unreachable!()
         };
-        h.link.attach(stream_id, slot, head.starts_with(b"HEAD "));
+        h.link.attach(stream_id, slot, head_only);
         // Its first step waits for the ready queue, not run from inside
         // the connection's own turn: a response found at once (a small
         // cached file) would take the connection's link out of its slot
@@ -295,6 +297,14 @@ impl<M: Mover> Worker<M> {
     /// Runs `f` with the link of stream slot `who`'s connection taken out
     /// of its slot, so that the stream's own slot can be borrowed beside
     /// it; `None` (and `f` not run) when `who` is not a live stream.
+    /// A stream slot's response begins: its head goes to the link (as
+    /// HEADERS, once its first body bytes or its end come). `false`: the
+    /// stream or its connection is gone.
+    pub(super) fn h2_stream_respond(&mut self, who: Ticket, status: u16, fields: Fields) -> bool {
+        self.with_parent_link(who, |_, link, id| link.respond(id, status, fields))
+            .unwrap_or(false)
+    }
+
     pub(super) fn with_parent_link<R>(
         &mut self,
         who: Ticket,

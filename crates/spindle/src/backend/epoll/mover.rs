@@ -44,11 +44,11 @@ pub struct Tx {
 
 impl Tx {
     pub fn head_left(&self) -> &[u8] {
-        &self.resp.head[self.head_sent..]
+        &self.resp.front[self.head_sent..]
     }
 
     pub fn head_done(&self) -> bool {
-        self.head_sent == self.resp.head.len()
+        self.head_sent == self.resp.front.len()
     }
 
     pub(super) fn progress(&self) -> u64 {
@@ -57,7 +57,7 @@ impl Tx {
 
     /// Accounts `n` bytes written from (rest of head ++ data).
     pub fn wrote(&mut self, mut n: usize) -> usize {
-        let h = (self.resp.head.len() - self.head_sent).min(n);
+        let h = (self.resp.front.len() - self.head_sent).min(n);
         self.head_sent += h;
         n -= h;
         self.body_sent += n as u64;

@@ -113,7 +113,14 @@ impl<M: Mover> Worker<M> {
 
     // ----- transmitting -------------------------------------------------
 
-    fn start_tx(&mut self, who: Ticket, resp: Response, file: Option<Rc<OwnedFd>>) {
+    fn start_tx(&mut self, who: Ticket, mut resp: Response, file: Option<Rc<OwnedFd>>) {
+        if self.conn(who).proto.is_stream() && !resp.continued {
+            // An HTTP/2 stream's head goes to its link, as fields.
+            let fields = std::mem::take(&mut resp.fields);
+            if !self.h2_stream_respond(who, resp.status, fields) {
+                return self.close(who);
+            }
+        }
         let now = self.now;
         let rate = self.serve.rate;
         let c = self.conns.get(who).expect("live connection");

@@ -27,6 +27,8 @@ use std::time::Instant;
 
 use io_uring::{opcode, types};
 use spindle_core::h2::H2Settings;
+use spindle_core::request::Request as CoreRequest;
+use spindle_core::Fields;
 
 use super::ring::Op;
 use super::{Conn, Worker};
@@ -146,7 +148,7 @@ impl Worker {
                 return;
             }
             match t {
-                Todo::Serve { stream_id, head } => self.h2_serve(slot, stream_id, head),
+                Todo::Serve { stream_id, request } => self.h2_serve(slot, stream_id, request),
                 Todo::Abort(who) => {
                     if self.conns.get(who).is_some() {
                         self.abort(who.slot);
@@ -161,8 +163,8 @@ impl Worker {
         }
     }
 
-    /// A new stream: a slot of its own, with a session fed its request.
-    fn h2_serve(&mut self, slot: u32, stream_id: u32, head: Vec<u8>) {
+    /// A new stream: a slot of its own, with a session given its request.
+    fn h2_serve(&mut self, slot: u32, stream_id: u32, request: Box<CoreRequest>) {
         let parent = self.conns.ticket(slot).expect("live slot");
         let full = self.conns.full();
         let now = self.now;
@@ -175,8 +177,8 @@ impl Worker {
             io.link.refuse(stream_id);
             return;
         }
-        let mut session = io.link.session();
-        session.feed(&head);
+        let head_only = request.method == spindle_core::request::Method::Head;
+        let session = io.link.session(request);
         let life = Life::new(session, None, &self.serve.ctx, false, fd, now);
         let proto = Proto::Stream {
             parent,
@@ -188,11 +190,24 @@ impl Worker {
         let Proto::H2(io) = &mut self.conns.live_at(slot).proto else {
             unreachable!()
         };
-        io.link.attach(stream_id, who, head.starts_with(b"HEAD "));
+        io.link.attach(stream_id, who, head_only);
         self.drive(who.slot);
     }
 
-    /// A stream slot's plaintext (its response head, or body bytes of a
+    /// A stream slot's response begins: its head goes to its connection's
+    /// link (as HEADERS, once its first body bytes or its end come).
+    /// `false`: the stream is gone.
+    pub(super) fn h2_stream_respond(&mut self, slot: u32, status: u16, fields: Fields) -> bool {
+        let Proto::Stream { parent, id, .. } = self.conns.live_at(slot).proto else {
+            unreachable!("h2_stream_respond on a connection")
+        };
+        match self.conns.get(parent).map(|p| &mut p.proto) {
+            Some(Proto::H2(io)) => io.link.respond(id, status, fields),
+            _ => false,
+        }
+    }
+
+    /// A stream slot's plaintext (its in-memory body, or body bytes of a
     /// chunk buffer), handed to its connection.
     pub(super) fn h2_stream_send(&mut self, slot: u32, what: super::tls::Plain) {
         let c = self.conns.live_at(slot);
@@ -211,7 +226,7 @@ impl Worker {
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
         let plain: &[u8] = match what {
-            super::tls::Plain::Head(from) => &tx.resp.head[from..],
+            super::tls::Plain::Head(from) => &tx.resp.front[from..],
             super::tls::Plain::Buf(b, from, to) => &self.pool.bufs[b as usize].get()[from..to],
         };
         let n = plain.len();

@@ -305,8 +305,8 @@ impl Worker {
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("tx");
         if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
-            if tx.head_sent < tx.resp.head.len() {
-                match sys::send_two(c.fd, &tx.resp.head[tx.head_sent..], &[], true) {
+            if tx.head_sent < tx.resp.front.len() {
+                match sys::send_two(c.fd, &tx.resp.front[tx.head_sent..], &[], true) {
                     Ok(k) => tx.head_sent += k,
                     Err(Stop::Full) => {}
                     Err(Stop::Fail) => {
@@ -315,7 +315,7 @@ impl Worker {
                     }
                 }
             }
-            if tx.head_sent == tx.resp.head.len() {
+            if tx.head_sent == tx.resp.front.len() {
                 let mut sent = 0u64;
                 while sent < got as u64 {
                     let mut off = start + sent;
@@ -345,13 +345,13 @@ impl Worker {
         // bytes (over the block-alignment bytes an O_DIRECT read brought),
         // so one SEND carries both. Nothing of the file has been sent yet:
         // sendfile above runs only after the whole head.
-        let head_left = tx.resp.head.len() - tx.head_sent;
+        let head_left = tx.resp.front.len() - tx.head_sent;
         let b = tx.buf.expect("READ without a buffer") as usize;
         if head_left > 0 && head_left <= tx.buf_pos {
             debug_assert_eq!(tx.buf_pos, data);
             let at = tx.buf_pos - head_left;
             self.pool.bufs[b].get_mut()[at..tx.buf_pos]
-                .copy_from_slice(&tx.resp.head[tx.head_sent..]);
+                .copy_from_slice(&tx.resp.front[tx.head_sent..]);
             tx.buf_pos = at;
             tx.head_in_buf = true;
         }

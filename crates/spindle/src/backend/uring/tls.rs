@@ -179,7 +179,7 @@ impl Worker {
         }
         let tx = c.tx.as_ref().expect("response in progress");
         let plain: &[u8] = match what {
-            Plain::Head(from) => &tx.resp.head[from..],
+            Plain::Head(from) => &tx.resp.front[from..],
             Plain::Buf(b, from, to) => &self.pool.bufs[b as usize].get()[from..to],
         };
         let tls = c.tls.as_mut().expect("TLS connection");

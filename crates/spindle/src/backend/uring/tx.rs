@@ -67,7 +67,14 @@ fn map_file(tx: &mut Tx, file: std::os::fd::RawFd) -> bool {
 impl Worker {
     // ----- transmitting -------------------------------------------------
 
-    pub(super) fn start_tx(&mut self, slot: u32, resp: Response) {
+    pub(super) fn start_tx(&mut self, slot: u32, mut resp: Response) {
+        if self.conns.live_at(slot).proto.is_stream() && !resp.continued {
+            // An HTTP/2 stream's head goes to its link, as fields.
+            let fields = std::mem::take(&mut resp.fields);
+            if !self.h2_stream_respond(slot, resp.status, fields) {
+                return self.abort(slot);
+            }
+        }
         let zero_copy = self.serve.ctx.cfg.sendfile;
         let now = self.now;
         let rate = self.serve.rate;
@@ -117,7 +124,8 @@ impl Worker {
         let buffered = tx.buf_pos < tx.buf_end;
         // 1. The head alone: when no file bytes follow, or when file bytes
         //    wait in the buffer without it (it did not fit in front).
-        if tx.head_sent < tx.resp.head.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered) {
+        if tx.head_sent < tx.resp.front.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered)
+        {
             return self.send_head_alone(slot, buffered);
         }
         // --limit-rate: a response that has used its allowance waits for
@@ -175,7 +183,7 @@ impl Worker {
             self.send_plain(slot, super::tls::Plain::Head(from));
             return;
         }
-        let h = &tx.resp.head[tx.head_sent..];
+        let h = &tx.resp.front[tx.head_sent..];
         let more = if tx.file_left > 0 || buffered {
             libc::MSG_MORE
         } else {
@@ -215,8 +223,12 @@ impl Worker {
         // the buffer goes on a later turn).
         let len = match tx.rate {
             Some(limit) => {
-                let body_in =
-                    p.len() - tx.resp.head.len().saturating_sub(tx.head_sent).min(p.len());
+                let body_in = p.len()
+                    - tx.resp
+                        .front
+                        .len()
+                        .saturating_sub(tx.head_sent)
+                        .min(p.len());
                 let allowed = limit.allowance(self.now - tx.started, tx.body_sent);
                 p.len() - body_in + (body_in as u64).min(allowed.max(1)) as usize
             }
@@ -419,12 +431,12 @@ impl Worker {
             }
             let c = self.conns.live_at(slot);
             let tx = c.tx.as_mut().expect("response in progress");
-            if tx.head_sent < tx.resp.head.len() {
+            if tx.head_sent < tx.resp.front.len() {
                 // The head goes first by a direct send (MSG_MORE: it joins
                 // the file bytes in one segment), saving a ring round trip;
                 // if the socket is full, by the ring, which waits for space
                 // (and then the response's pump comes back here).
-                match sys::send_two(fd, &tx.resp.head[tx.head_sent..], &[], true) {
+                match sys::send_two(fd, &tx.resp.front[tx.head_sent..], &[], true) {
                     Ok(k) => tx.head_sent += k,
                     Err(Stop::Full) => {}
                     Err(Stop::Fail) => {
@@ -432,8 +444,8 @@ impl Worker {
                         return true;
                     }
                 }
-                if tx.head_sent < tx.resp.head.len() {
-                    let h = &tx.resp.head[tx.head_sent..];
+                if tx.head_sent < tx.resp.front.len() {
+                    let h = &tx.resp.front[tx.head_sent..];
                     let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
                         .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
                         .build();
@@ -547,15 +559,15 @@ impl Worker {
         c.life.deadline = now + send_timeout;
         let tx = c.tx.as_mut().expect("tx");
         let mut n = res as usize;
-        if !tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
+        if !tx.head_in_buf && tx.head_sent < tx.resp.front.len() {
             // A SEND of the head alone (pump steps 1 and 4).
             tx.head_sent += n;
         } else {
             tx.buf_pos += n;
             debug_assert!(tx.buf_pos <= tx.buf_end);
             // Count file bytes (the head may lead the buffer).
-            if tx.head_in_buf && tx.head_sent < tx.resp.head.len() {
-                let h = (tx.resp.head.len() - tx.head_sent).min(n);
+            if tx.head_in_buf && tx.head_sent < tx.resp.front.len() {
+                let h = (tx.resp.front.len() - tx.head_sent).min(n);
                 tx.head_sent += h;
                 n -= h;
             }
