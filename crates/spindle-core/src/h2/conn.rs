@@ -36,7 +36,7 @@ use super::frame::{
     put_window_update, setting, ErrorCode, Frame, FrameError, Parsed, DEFAULT_WINDOW, HEADER_LEN,
     MAX_WINDOW, MIN_MAX_FRAME_SIZE,
 };
-use super::hpack::{self, Decoder};
+use super::hpack::{self, Decoder, Encoder};
 use super::request::{request, Reject};
 use super::settings::*;
 use crate::limits;
@@ -169,6 +169,8 @@ pub struct H2Conn {
     cfg: H2Settings,
     phase: Phase,
     hpack: Decoder,
+    /// The response fields' dynamic table (RFC 7541 §4).
+    encoder: Encoder,
     streams: BTreeMap<u32, Stream>,
     /// The highest stream id the client has used (opened, refused or
     /// ignored): GOAWAY's last stream id.
@@ -225,6 +227,7 @@ impl H2Conn {
         }
         H2Conn {
             hpack: Decoder::new(cfg.header_table_size as usize),
+            encoder: Encoder::new(),
             conn_recv_window: i64::from(cfg.connection_window),
             cfg,
             phase: Phase::Preface(0),
@@ -351,6 +354,7 @@ impl H2Conn {
             + self.block.capacity()
             + self.scratch.capacity()
             + self.hpack.table_size()
+            + self.encoder.table_size()
     }
 
     /// Sends a response's HEADERS (status and fields; names are
@@ -400,9 +404,10 @@ impl H2Conn {
         s.headers_sent = true;
         s.body_pending = !end_stream;
         self.scratch.clear();
+        self.encoder.begin_block(&mut self.scratch);
         hpack::encode_status(status, &mut self.scratch);
         for (n, v) in fields {
-            hpack::encode_field(n, v, &mut self.scratch);
+            self.encoder.field(n, v, &mut self.scratch);
         }
         put_headers(
             &mut self.out,

@@ -17,7 +17,7 @@
 //! as a literal without indexing, its name by static index when it has
 //! one, each string Huffman-coded when that is shorter.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use super::huffman;
 
@@ -407,6 +407,11 @@ pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
         copy = name.to_ascii_lowercase();
         &copy
     };
+    encode_lower(lower, value, out);
+}
+
+/// A literal without indexing (§6.2.2) of a lowercase name and its value.
+fn encode_lower(lower: &[u8], value: &[u8], out: &mut Vec<u8>) {
     match static_name(lower) {
         Some(i) => put_int(out, 0, 4, i + 1),
         None => {
@@ -415,6 +420,206 @@ pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
         }
     }
     put_str(out, value);
+}
+
+/// Largest dynamic table the encoder keeps (bytes as §4.1 counts them),
+/// whatever the peer allows: a connection's response fields repeat (the
+/// server's name, types, validators of the files asked again, the date of
+/// this second), and 4 KiB holds a few dozen of them.
+pub const ENCODER_TABLE_MAX: usize = 4096;
+
+/// Longest value the encoder adds to its table: a longer one (a long
+/// `Content-Security-Policy`, say) would push out many shorter ones.
+const ENCODER_INDEX_MAX_VALUE: usize = 256;
+
+/// The encoder's dynamic table (§2.3.2, §4), newest entry first: a
+/// response field sent once on a connection is sent after that as one
+/// index byte, neither Huffman-coded nor copied again.
+///
+/// Invariant: the table changes only as the peer's decoder will change
+/// its own when it reads the blocks in the order they were encoded, so
+/// every block must go out, whole and in order (HEADERS are queued in
+/// `H2Conn::out` as they are encoded; a reset stream's HEADERS still go).
+#[derive(Debug)]
+pub struct Encoder {
+    entries: VecDeque<EncEntry>,
+    size: usize,
+    max: usize,
+    /// Size updates owed at the start of the next block (§4.2): the
+    /// smallest the maximum fell to since the last block, then its value
+    /// now.
+    update: Option<(usize, usize)>,
+    /// Entries added so far: the newest's number is `added - 1`.
+    added: u64,
+    /// An entry's number by the hash of its name and value.
+    by_hash: HashMap<u64, u64, foldhash::fast::FixedState>,
+}
+
+#[derive(Debug)]
+struct EncEntry {
+    hash: u64,
+    /// Name (lowercase) then value.
+    bytes: Box<[u8]>,
+    name_len: usize,
+}
+
+impl EncEntry {
+    fn size(&self) -> usize {
+        self.bytes.len() + FIELD_OVERHEAD
+    }
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Encoder::new()
+    }
+}
+
+impl Encoder {
+    /// An empty table at the protocol's initial size (4096, §6.5.2).
+    pub fn new() -> Encoder {
+        Encoder {
+            entries: VecDeque::new(),
+            size: 0,
+            max: ENCODER_TABLE_MAX.min(super::settings::DEFAULT_HEADER_TABLE_SIZE as usize),
+            update: None,
+            added: 0,
+            by_hash: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0x5eed)),
+        }
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE: the table is kept within it
+    /// (and within [`ENCODER_TABLE_MAX`]), and a change is signalled at the
+    /// start of the next block.
+    pub fn set_peer_max(&mut self, peer: usize) {
+        let max = peer.min(ENCODER_TABLE_MAX);
+        if max == self.max {
+            return;
+        }
+        self.max = max;
+        self.evict_to(max);
+        let smallest = self.update.map_or(max, |(s, _)| s.min(max));
+        self.update = Some((smallest, max));
+    }
+
+    /// Bytes the table holds (for the connection's memory bound).
+    pub fn table_size(&self) -> usize {
+        self.size
+    }
+
+    /// Starts a header block: the size updates owed go first (§4.2).
+    pub fn begin_block(&mut self, out: &mut Vec<u8>) {
+        if let Some((smallest, now)) = self.update.take() {
+            if smallest != now {
+                put_int(out, 0x20, 5, smallest);
+            }
+            put_int(out, 0x20, 5, now);
+        }
+    }
+
+    /// Appends one field: an index when the table has it, else a literal
+    /// that adds it to the table (§6.2.1), or, for a value that changes
+    /// with each response or is too long to keep, a literal without
+    /// indexing (§6.2.2). The name is lowercased (RFC 9113 §8.2.1).
+    pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        let mut buf = [0u8; NAME_ON_STACK];
+        let copy;
+        let lower: &[u8] = if !name.iter().any(u8::is_ascii_uppercase) {
+            name
+        } else if name.len() <= NAME_ON_STACK {
+            let b = &mut buf[..name.len()];
+            b.copy_from_slice(name);
+            b.make_ascii_lowercase();
+            b
+        } else {
+            copy = name.to_ascii_lowercase();
+            &copy
+        };
+        if !worth_indexing(lower, value) {
+            return encode_lower(lower, value, out);
+        }
+        let hash = field_hash(lower, value);
+        if let Some(i) = self.find(hash, lower, value) {
+            return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+        }
+        match static_name(lower) {
+            Some(i) => put_int(out, 0x40, 6, i + 1),
+            None => {
+                out.push(0x40);
+                put_str(out, lower);
+            }
+        }
+        put_str(out, value);
+        self.insert(hash, lower, value);
+    }
+
+    /// The entry holding exactly `name` and `value`: its index from the
+    /// newest (0).
+    fn find(&self, hash: u64, name: &[u8], value: &[u8]) -> Option<usize> {
+        let n = *self.by_hash.get(&hash)?;
+        let i = (self.added - 1 - n) as usize;
+        let e = self.entries.get(i)?;
+        let same = e.name_len == name.len()
+            && &e.bytes[..e.name_len] == name
+            && &e.bytes[e.name_len..] == value;
+        same.then_some(i)
+    }
+
+    fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + FIELD_OVERHEAD;
+        if size > self.max {
+            // §4.4: an entry larger than the table empties it.
+            self.evict_to(0);
+            return;
+        }
+        self.evict_to(self.max - size);
+        let mut bytes = Vec::with_capacity(name.len() + value.len());
+        bytes.extend_from_slice(name);
+        bytes.extend_from_slice(value);
+        self.entries.push_front(EncEntry {
+            hash,
+            bytes: bytes.into(),
+            name_len: name.len(),
+        });
+        self.size += size;
+        self.by_hash.insert(hash, self.added);
+        self.added += 1;
+        debug_assert!(self.size <= self.max);
+    }
+
+    fn evict_to(&mut self, max: usize) {
+        while self.size > max {
+            let e = self.entries.pop_back().expect("size > 0 means an entry");
+            self.size -= e.size();
+            let n = self.added - 1 - self.entries.len() as u64;
+            if self.by_hash.get(&e.hash) == Some(&n) {
+                self.by_hash.remove(&e.hash);
+            }
+        }
+        if self.entries.is_empty() {
+            self.by_hash.clear();
+        }
+    }
+}
+
+/// Whether a response field is worth a place in the table: not one whose
+/// value names this response alone (`content-range`, a redirect's
+/// `location`, a challenge), nor a long value.
+fn worth_indexing(lower: &[u8], value: &[u8]) -> bool {
+    value.len() <= ENCODER_INDEX_MAX_VALUE
+        && !matches!(
+            lower,
+            b"content-range" | b"location" | b"www-authenticate" | b"set-cookie"
+        )
+}
+
+fn field_hash(name: &[u8], value: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x5eed).build_hasher();
+    h.write(name);
+    h.write_u8(0xff);
+    h.write(value);
+    h.finish()
 }
 
 /// Longest field name [`encode_field`] lowercases without allocating.

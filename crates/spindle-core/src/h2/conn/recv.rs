@@ -318,6 +318,7 @@ impl H2Conn {
     /// limit, CONNECT) with just a status.
     fn refuse(&mut self, id: u32, status: u16, end_stream: bool) {
         self.scratch.clear();
+        self.encoder.begin_block(&mut self.scratch);
         hpack::encode_status(status, &mut self.scratch);
         put_headers(
             &mut self.out,
@@ -378,7 +379,8 @@ impl H2Conn {
                     }
                 }
                 setting::MAX_FRAME_SIZE => self.peer_max_frame_size = v,
-                // HEADER_TABLE_SIZE: our encoder uses no dynamic table.
+                // The next HEADERS say the new size first (RFC 7541 §4.2).
+                setting::HEADER_TABLE_SIZE => self.encoder.set_peer_max(v as usize),
                 // ENABLE_PUSH, MAX_CONCURRENT_STREAMS: we never push.
                 // MAX_HEADER_LIST_SIZE: advisory; ours are small.
                 _ => {}

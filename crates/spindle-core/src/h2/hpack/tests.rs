@@ -329,3 +329,104 @@ fn static_names_are_found_as_by_a_search() {
         assert_eq!(static_name(name.as_bytes()), searched, "{name}");
     }
 }
+
+/// Encodes one response block with `e` (`:status` 200, then `fields`).
+fn encode_block(e: &mut Encoder, fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    e.begin_block(&mut out);
+    encode_status(200, &mut out);
+    for (n, v) in fields {
+        e.field(n.as_bytes(), v.as_bytes(), &mut out);
+    }
+    out
+}
+
+fn with_status(fields: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut all = list(&[(":status", "200")]);
+    all.extend(
+        fields
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string())),
+    );
+    all
+}
+
+#[test]
+fn the_encoder_sends_a_repeated_field_as_one_index_byte() {
+    let fields = [
+        ("Server", "spindle"),
+        ("Date", "Sat, 28 Nov 2026 05:00:00 GMT"),
+        ("Content-Type", "text/html; charset=utf-8"),
+        ("Content-Length", "1024"),
+        ("ETag", "\"1f-400-65a.0\""),
+        ("Accept-Ranges", "bytes"),
+        ("Content-Range", "bytes 0-1/2"),
+        ("X-Custom-Name", "v"),
+    ];
+    let mut e = Encoder::new();
+    let mut d = Decoder::new(4096);
+    let first = encode_block(&mut e, &fields);
+    assert_eq!(decode_all(&mut d, &first), with_status(&fields));
+    let second = encode_block(&mut e, &fields);
+    assert_eq!(decode_all(&mut d, &second), with_status(&fields));
+    // :status, seven indexed fields, and content-range as a literal again.
+    let literal = {
+        let mut v = Vec::new();
+        encode_field(b"content-range", b"bytes 0-1/2", &mut v);
+        v.len()
+    };
+    assert_eq!(second.len(), 1 + 7 + literal, "{second:02x?}");
+    assert!(e.table_size() <= ENCODER_TABLE_MAX);
+}
+
+#[test]
+fn the_encoder_keeps_in_step_with_a_decoder_through_evictions() {
+    let mut e = Encoder::new();
+    let mut d = Decoder::new(4096);
+    for i in 0..2000u32 {
+        let date = format!("Sat, 28 Nov 2026 05:{:02}:{:02} GMT", i / 60 % 60, i % 60);
+        let len = (i % 37).to_string();
+        let tag = format!("\"{i:x}\"");
+        let long = "x".repeat(i as usize % 300);
+        let fields = [
+            ("server", "spindle"),
+            ("date", date.as_str()),
+            ("content-length", len.as_str()),
+            ("etag", tag.as_str()),
+            ("x-long", long.as_str()),
+        ];
+        let block = encode_block(&mut e, &fields);
+        assert_eq!(
+            decode_all(&mut d, &block),
+            with_status(&fields),
+            "block {i}"
+        );
+        assert!(e.table_size() <= ENCODER_TABLE_MAX);
+    }
+}
+
+#[test]
+fn the_encoder_signals_the_peers_table_size_before_its_next_block() {
+    let fields = [("server", "spindle"), ("content-type", "image/png")];
+    let mut e = Encoder::new();
+    let mut d = Decoder::new(4096);
+    decode_all(&mut d, &encode_block(&mut e, &fields));
+    // The peer shrinks its table to nothing, then allows 100 bytes: both
+    // changes are said (the smallest first), the table emptied.
+    e.set_peer_max(0);
+    e.set_peer_max(100);
+    let block = encode_block(&mut e, &fields);
+    assert_eq!(&block[..2], &[0x20, 0x3f], "size updates 0, then 100");
+    assert_eq!(decode_all(&mut d, &block), with_status(&fields));
+    let again = encode_block(&mut e, &fields);
+    assert_eq!(decode_all(&mut d, &again), with_status(&fields));
+    assert!(e.table_size() <= 100);
+    // A peer allowing more than ENCODER_TABLE_MAX gets that much.
+    e.set_peer_max(65536);
+    let block = encode_block(&mut e, &fields);
+    assert_eq!(block[0] & 0xe0, 0x20, "a size update first");
+    assert_eq!(decode_all(&mut d, &block), with_status(&fields));
+    // Nothing owed: no update.
+    let block = encode_block(&mut e, &fields);
+    assert_eq!(block[0], 0x88, ":status 200 first");
+}
