@@ -394,6 +394,12 @@ pub fn encode_status(status: u16, out: &mut Vec<u8>) {
 /// a name outside the table is lowercased on the stack when it fits
 /// [`NAME_ON_STACK`].
 pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    with_lower(name, |lower| encode_lower(lower, value, out));
+}
+
+/// Calls `f` with `name` lowercased: the name itself when it is already,
+/// else a copy on the stack when it fits [`NAME_ON_STACK`].
+fn with_lower<R>(name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
     let mut buf = [0u8; NAME_ON_STACK];
     let copy;
     let lower: &[u8] = if !name.iter().any(u8::is_ascii_uppercase) {
@@ -407,7 +413,7 @@ pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
         copy = name.to_ascii_lowercase();
         &copy
     };
-    encode_lower(lower, value, out);
+    f(lower)
 }
 
 /// A literal without indexing (§6.2.2) of a lowercase name and its value.
@@ -522,19 +528,10 @@ impl Encoder {
     /// with each response or is too long to keep, a literal without
     /// indexing (§6.2.2). The name is lowercased (RFC 9113 §8.2.1).
     pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-        let mut buf = [0u8; NAME_ON_STACK];
-        let copy;
-        let lower: &[u8] = if !name.iter().any(u8::is_ascii_uppercase) {
-            name
-        } else if name.len() <= NAME_ON_STACK {
-            let b = &mut buf[..name.len()];
-            b.copy_from_slice(name);
-            b.make_ascii_lowercase();
-            b
-        } else {
-            copy = name.to_ascii_lowercase();
-            &copy
-        };
+        with_lower(name, |lower| self.lower_field(lower, value, out));
+    }
+
+    fn lower_field(&mut self, lower: &[u8], value: &[u8], out: &mut Vec<u8>) {
         if !worth_indexing(lower, value) {
             return encode_lower(lower, value, out);
         }
