@@ -65,7 +65,36 @@ pub enum BackendKind {
     LinuxAioSendfile,
 }
 
+/// What a backend can do beyond serving plain HTTP/1.1 (which all do). The
+/// one table is [`BackendKind::caps`]; the configuration's checks and the
+/// tests ask it rather than naming backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// Bodies read into memory and sent from there (`sendfile = false`,
+    /// `--no-sendfile`): what encryption and framing need.
+    Buffers,
+    /// HTTPS listeners (`--tls-listen`): bodies encrypted from buffers.
+    Https,
+    /// HTTP/2 (ALPN `h2`, and h2c on plain listeners).
+    Http2,
+    /// Page-cache bodies sent zero-copy with `sendfile(2)`.
+    Sendfile,
+    /// Page-cache misses read with `O_DIRECT`.
+    ODirect,
+    /// `--first-miss` and adaptive `--max-inflight`: the first use of a file
+    /// that misses the page cache is read by the ring, with O_DIRECT or not.
+    FirstMiss,
+}
+
 impl BackendKind {
+    /// Every backend, the default first.
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::IoUring,
+        BackendKind::LinuxSendfile,
+        BackendKind::PosixAio,
+        BackendKind::LinuxAioSendfile,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::IoUring => "io-uring",
@@ -73,6 +102,37 @@ impl BackendKind {
             BackendKind::PosixAio => "posix-aio",
             BackendKind::LinuxAioSendfile => "linux-aio-sendfile",
         }
+    }
+
+    /// The backend called `name` (as `--backend` spells it).
+    pub fn from_name(name: &str) -> Option<BackendKind> {
+        BackendKind::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// What this backend can do: the one place it is declared.
+    pub fn caps(self) -> &'static [Cap] {
+        use Cap::*;
+        match self {
+            BackendKind::IoUring => &[Buffers, Https, Http2, Sendfile, ODirect, FirstMiss],
+            BackendKind::LinuxSendfile => &[Sendfile],
+            BackendKind::PosixAio => &[Buffers, Https, Http2, Sendfile],
+            BackendKind::LinuxAioSendfile => &[Sendfile, ODirect],
+        }
+    }
+
+    pub fn has(self, cap: Cap) -> bool {
+        self.caps().contains(&cap)
+    }
+
+    /// The names of the backends that have `cap`, joined by `conj`
+    /// ("and", "or").
+    pub fn names_with(cap: Cap, conj: &str) -> String {
+        let names: Vec<&str> = BackendKind::ALL
+            .into_iter()
+            .filter(|b| b.has(cap))
+            .map(BackendKind::name)
+            .collect();
+        names.join(&format!(" {conj} "))
     }
 }
 
@@ -536,30 +596,31 @@ impl Config {
         self.open_file_cache = self.open_file_cache.min(per_worker);
     }
 
-    /// What the chosen backend cannot do: HTTPS and `sendfile = false`
-    /// need a backend that reads bodies into memory (io-uring, posix-aio).
-    /// `https`: an HTTPS listener is configured (or passed by systemd).
+    /// What the chosen backend cannot do ([`Cap::Https`], [`Cap::Buffers`]
+    /// for `sendfile = false`). `https`: an HTTPS listener is configured (or
+    /// passed by systemd).
     pub fn check_backend_serves(&self, https: bool) -> Result<(), String> {
-        let reads = matches!(self.backend, BackendKind::IoUring | BackendKind::PosixAio);
-        if https && !reads {
+        if https && !self.backend.has(Cap::Https) {
             return Err(format!(
-                "tls-listen: HTTPS is served by the io-uring and posix-aio backends (backend {} sends files with sendfile(2), which cannot encrypt)",
+                "tls-listen: HTTPS is served by the {} backends (backend {} sends files with sendfile(2), which cannot encrypt)",
+                BackendKind::names_with(Cap::Https, "and"),
                 self.backend.name()
             ));
         }
-        if !self.sendfile && !reads {
+        if !self.sendfile && !self.backend.has(Cap::Buffers) {
             return Err(format!(
-                "sendfile = false: backend {} is built on sendfile(2); use io-uring or posix-aio",
-                self.backend.name()
+                "sendfile = false: backend {} is built on sendfile(2); use {}",
+                self.backend.name(),
+                BackendKind::names_with(Cap::Buffers, "or")
             ));
         }
         Ok(())
     }
 
     /// Whether HTTP/2 is served: on (`http2`) and a backend that serves it
-    /// (the ones with a buffer path: stream bodies are framed from memory).
+    /// ([`Cap::Http2`]).
     pub fn serves_http2(&self) -> bool {
-        self.http2 && matches!(self.backend, BackendKind::IoUring | BackendKind::PosixAio)
+        self.http2 && self.backend.has(Cap::Http2)
     }
 
     /// Connections one worker may hold.

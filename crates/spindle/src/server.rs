@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc};
 
 use crate::accesslog::AccessLog;
 use crate::backend;
-use crate::config::{BackendKind, Config, FirstMiss};
+use crate::config::{BackendKind, Cap, Config, FirstMiss};
 use crate::conn::{AcceptGate, ShutdownSignal, WorkerContext};
 use crate::fs::Roots;
 use crate::listen::{Kind, Listeners};
@@ -407,11 +407,12 @@ fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
     }
     if cfg.http2 && !cfg.serves_http2() {
         crate::info!(
-            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by io-uring and posix-aio)",
-            cfg.backend.name()
+            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by {})",
+            cfg.backend.name(),
+            BackendKind::names_with(Cap::Http2, "and")
         );
     }
-    if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
+    if cfg.backend.has(Cap::FirstMiss) && cfg.first_miss != FirstMiss::Cache {
         crate::info!(
             "page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
             s.memory.describe(),
