@@ -97,7 +97,8 @@ fn block_comment_end(b: &[u8], mut i: usize) -> usize {
 }
 
 /// Whether `r"`, `r#"`, `r##"`… starts at `i` (and `r` is not the end of
-/// an identifier).
+/// an identifier; a `b` before it is `br"`'s, which [`code_only`] asks
+/// about at the `b`).
 fn raw_string_at(b: &[u8], i: usize) -> bool {
     if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') && b[i - 1] != b'b' {
         return false;
