@@ -51,6 +51,17 @@ pub fn backends_with(cap: Cap) -> Vec<String> {
     out
 }
 
+/// Whether a test about `backend` alone runs: true when [`backends`] has
+/// it; else it says (`skip_chosen`) that `SPINDLE_TEST_BACKENDS` leaves it
+/// out.
+pub fn chosen(backend: &str) -> bool {
+    let yes = backends().iter().any(|b| b == backend);
+    if !yes {
+        test_skip::skip_chosen(format!("SPINDLE_TEST_BACKENDS leaves out {backend}"));
+    }
+    yes
+}
+
 /// Whether backend `name` has `cap`.
 pub fn has(name: &str, cap: Cap) -> bool {
     BackendKind::from_name(name).is_some_and(|b| b.has(cap))
