@@ -19,6 +19,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use spindle::config::{BackendKind, Cap};
+
 /// The downloaded file: 64 of the 32 KiB chunks below, about 2 s of the model's disk.
 const BIG: usize = 2 << 20;
 /// Longest wait for a small fetch that still counts as "not blocked". A blocked worker
@@ -262,16 +264,16 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
     };
     let big = pattern(BIG);
     // One file per backend, so that each download starts with nothing cached.
-    let backends = [
-        "io-uring",
-        "posix-aio",
-        "linux-aio-sendfile",
-        "linux-sendfile",
-    ];
+    let backends = BackendKind::ALL.map(BackendKind::name);
     for b in backends {
         std::fs::write(backing.join(format!("big-{b}.bin")), &big).unwrap();
     }
-    for b in ["io-uring", "posix-aio"] {
+    let https: Vec<&str> = BackendKind::ALL
+        .into_iter()
+        .filter(|b| b.has(Cap::Https))
+        .map(BackendKind::name)
+        .collect();
+    for b in &https {
         std::fs::write(backing.join(format!("big-https-{b}.bin")), &big).unwrap();
     }
     std::fs::write(backing.join("big-h2c.bin"), &big).unwrap();
@@ -321,9 +323,9 @@ fn async_workers_answer_from_memory_while_a_download_waits_for_the_disk() {
         "io-uring, two downloads of one file: a small fetch waited {:?}: the worker blocked",
         r.worst
     );
-    // The same over HTTPS, on both backends that serve it: the body is read
+    // The same over HTTPS, on the backends that serve it: the body is read
     // into buffers and encrypted there.
-    for b in ["io-uring", "posix-aio"] {
+    for b in &https {
         let r = run(
             &root,
             &format!("big-https-{b}.bin"),

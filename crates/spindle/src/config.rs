@@ -65,7 +65,36 @@ pub enum BackendKind {
     LinuxAioSendfile,
 }
 
+/// What a backend can do beyond serving plain HTTP/1.1 (which all do). The
+/// one table is [`BackendKind::caps`]; the configuration's checks and the
+/// tests ask it rather than naming backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// Bodies read into memory and sent from there (`sendfile = false`,
+    /// `--no-sendfile`): what encryption and framing need.
+    Buffers,
+    /// HTTPS listeners (`--tls-listen`): bodies encrypted from buffers.
+    Https,
+    /// HTTP/2 (ALPN `h2`, and h2c on plain listeners).
+    Http2,
+    /// Page-cache bodies sent zero-copy with `sendfile(2)`.
+    Sendfile,
+    /// Page-cache misses read with `O_DIRECT`.
+    ODirect,
+    /// `--first-miss` and adaptive `--max-inflight`: the first use of a file
+    /// that misses the page cache is read by the ring, with O_DIRECT or not.
+    FirstMiss,
+}
+
 impl BackendKind {
+    /// Every backend, the default first.
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::IoUring,
+        BackendKind::LinuxSendfile,
+        BackendKind::PosixAio,
+        BackendKind::LinuxAioSendfile,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::IoUring => "io-uring",
@@ -73,6 +102,37 @@ impl BackendKind {
             BackendKind::PosixAio => "posix-aio",
             BackendKind::LinuxAioSendfile => "linux-aio-sendfile",
         }
+    }
+
+    /// The backend called `name` (as `--backend` spells it).
+    pub fn from_name(name: &str) -> Option<BackendKind> {
+        BackendKind::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// What this backend can do: the one place it is declared.
+    pub fn caps(self) -> &'static [Cap] {
+        use Cap::*;
+        match self {
+            BackendKind::IoUring => &[Buffers, Https, Http2, Sendfile, ODirect, FirstMiss],
+            BackendKind::LinuxSendfile => &[Sendfile],
+            BackendKind::PosixAio => &[Buffers, Https, Http2, Sendfile],
+            BackendKind::LinuxAioSendfile => &[Sendfile, ODirect],
+        }
+    }
+
+    pub fn has(self, cap: Cap) -> bool {
+        self.caps().contains(&cap)
+    }
+
+    /// The names of the backends that have `cap`, joined by `conj`
+    /// ("and", "or").
+    pub fn names_with(cap: Cap, conj: &str) -> String {
+        let names: Vec<&str> = BackendKind::ALL
+            .into_iter()
+            .filter(|b| b.has(cap))
+            .map(BackendKind::name)
+            .collect();
+        names.join(&format!(" {conj} "))
     }
 }
 
@@ -402,17 +462,23 @@ impl Config {
         acme::check_names_free(acme.as_ref(), &tls_certs)?;
         let limit_rate = size(cli.limit_rate, &file.limit_rate, 0)?;
         let limit_rate_after = size(cli.limit_rate_after, &file.limit_rate_after, 0)?;
-        let metrics = cli.metrics.or(file.metrics);
-        if let Some(m) = metrics {
-            let public: Vec<_> = listen
-                .iter()
-                .chain(&proxy_listen)
-                .chain(&tls_listen)
-                .collect();
-            check_metrics_address(m, &public)?;
-        }
+        let metrics = metrics_address(
+            cli.metrics.or(file.metrics),
+            [&listen, &proxy_listen, &tls_listen],
+        )?;
         let (log_format, error_log, log_level) = logging(&mut cli, &mut file)?;
         let backend_choice = cli.backend.or(file.backend);
+        // In the order their errors were checked in before (the first
+        // one is the one reported).
+        let user = match cli.user.take().or(file.user.take()) {
+            Some(u) if u.is_empty() || u.contains('\0') => {
+                return Err("user: give a user name".into())
+            }
+            u => u,
+        };
+        let timeouts = Timeouts::merge(&cli, &file)?;
+        let responses = Responses::merge(&mut cli, &mut file)?;
+        let hosts = vhosts(&cli.vhost, file.hosts)?;
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
             listen,
@@ -428,36 +494,11 @@ impl Config {
             depth: cli.depth.or(file.depth).unwrap_or(Depth::Adaptive),
             io_threads,
             access_log: cli.access_log.or(file.access_log),
-            user: match cli.user.or(file.user) {
-                Some(u) if u.is_empty() || u.contains('\0') => {
-                    return Err("user: give a user name".into())
-                }
-                u => u,
-            },
-            keepalive_timeout: seconds(
-                "keepalive-timeout",
-                cli.keepalive_timeout,
-                file.keepalive_timeout,
-                DEFAULT_KEEPALIVE_TIMEOUT_SECS,
-            )?,
-            header_timeout: seconds(
-                "header-timeout",
-                cli.header_timeout,
-                file.header_timeout,
-                DEFAULT_HEADER_TIMEOUT_SECS,
-            )?,
-            send_timeout: seconds(
-                "send-timeout",
-                cli.send_timeout,
-                file.send_timeout,
-                DEFAULT_SEND_TIMEOUT_SECS,
-            )?,
-            drain_timeout: seconds(
-                "drain-timeout",
-                cli.drain_timeout,
-                file.drain_timeout,
-                DEFAULT_DRAIN_TIMEOUT_SECS,
-            )?,
+            user,
+            keepalive_timeout: timeouts.keepalive,
+            header_timeout: timeouts.header,
+            send_timeout: timeouts.send,
+            drain_timeout: timeouts.drain,
             max_connections,
             max_header_size,
             max_connections_per_ip: cli
@@ -472,12 +513,7 @@ impl Config {
             dotfiles: cli.dotfiles || file.dotfiles.unwrap_or(false),
             autoindex: cli.autoindex || file.autoindex.unwrap_or(false),
             open_file_cache,
-            open_file_cache_valid: seconds(
-                "open-file-cache-valid",
-                cli.open_file_cache_valid,
-                file.open_file_cache_valid,
-                DEFAULT_OPEN_FILE_CACHE_VALID_SECS,
-            )?,
+            open_file_cache_valid: timeouts.open_file_cache_valid,
             small_file_cache,
             first_miss: cli
                 .first_miss
@@ -486,41 +522,12 @@ impl Config {
             sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
             http2: !cli.no_http2 && file.http2.unwrap_or(true),
             redirect_https: cli.redirect_https || file.redirect_https.unwrap_or(false),
-            // The command line's fields replace the file's, as for every
-            // other key.
-            extra_headers: header_fields(
-                "add-header",
-                if cli.add_header.is_empty() {
-                    file.add_headers.as_deref().unwrap_or(&[])
-                } else {
-                    &cli.add_header
-                },
-            )?,
-            precompressed: precompressed(if cli.precompressed.is_empty() {
-                file.precompressed.as_deref().unwrap_or(&[])
-            } else {
-                &cli.precompressed
-            })?,
-            error_pages: error_pages(if cli.error_page.is_empty() {
-                file.error_pages
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect()
-            } else {
-                cli.error_page.clone()
-            })?,
-            charset: charset(cli.charset.or(file.charset))?,
-            // The command line's rules replace the file's, as for every key.
-            rules: std::sync::Arc::new(rules(if cli.rule.is_empty() {
-                file.rules.take().unwrap_or_default()
-            } else {
-                cli.rule
-                    .iter()
-                    .map(|r| rule_arg(r))
-                    .collect::<Result<_, _>>()?
-            })?),
-            hosts: vhosts(&cli.vhost, file.hosts)?,
+            extra_headers: responses.extra_headers,
+            precompressed: responses.precompressed,
+            error_pages: responses.error_pages,
+            charset: responses.charset,
+            rules: responses.rules,
+            hosts,
             metrics,
             acme,
             source: None,
@@ -536,30 +543,31 @@ impl Config {
         self.open_file_cache = self.open_file_cache.min(per_worker);
     }
 
-    /// What the chosen backend cannot do: HTTPS and `sendfile = false`
-    /// need a backend that reads bodies into memory (io-uring, posix-aio).
-    /// `https`: an HTTPS listener is configured (or passed by systemd).
+    /// What the chosen backend cannot do ([`Cap::Https`], [`Cap::Buffers`]
+    /// for `sendfile = false`). `https`: an HTTPS listener is configured (or
+    /// passed by systemd).
     pub fn check_backend_serves(&self, https: bool) -> Result<(), String> {
-        let reads = matches!(self.backend, BackendKind::IoUring | BackendKind::PosixAio);
-        if https && !reads {
+        if https && !self.backend.has(Cap::Https) {
             return Err(format!(
-                "tls-listen: HTTPS is served by the io-uring and posix-aio backends (backend {} sends files with sendfile(2), which cannot encrypt)",
+                "tls-listen: HTTPS is served by the {} backends (backend {} sends files with sendfile(2), which cannot encrypt)",
+                BackendKind::names_with(Cap::Https, "and"),
                 self.backend.name()
             ));
         }
-        if !self.sendfile && !reads {
+        if !self.sendfile && !self.backend.has(Cap::Buffers) {
             return Err(format!(
-                "sendfile = false: backend {} is built on sendfile(2); use io-uring or posix-aio",
-                self.backend.name()
+                "sendfile = false: backend {} is built on sendfile(2); use {}",
+                self.backend.name(),
+                BackendKind::names_with(Cap::Buffers, "or")
             ));
         }
         Ok(())
     }
 
     /// Whether HTTP/2 is served: on (`http2`) and a backend that serves it
-    /// (the ones with a buffer path: stream bodies are framed from memory).
+    /// ([`Cap::Http2`]).
     pub fn serves_http2(&self) -> bool {
-        self.http2 && matches!(self.backend, BackendKind::IoUring | BackendKind::PosixAio)
+        self.http2 && self.backend.has(Cap::Http2)
     }
 
     /// Connections one worker may hold.

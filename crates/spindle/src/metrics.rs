@@ -286,69 +286,8 @@ impl Registry {
     /// The text exposition format, version 0.0.4.
     pub fn render(&self) -> String {
         let mut o = Exposition(String::with_capacity(8192));
-        o.family(
-            "spindle_build_info",
-            "gauge",
-            "The running build: its version and I/O backend (always 1).",
-        );
-        o.line(format_args!(
-            "spindle_build_info{{version=\"{}\",backend=\"{}\"}} 1",
-            env!("CARGO_PKG_VERSION"),
-            self.backend
-        ));
-        o.one(
-            "spindle_workers",
-            "gauge",
-            "Worker threads.",
-            self.workers.len() as u64,
-        );
-        o.family(
-            "spindle_requests_total",
-            "counter",
-            "Responses completed (one per access-log line), by method and status class.",
-        );
-        for (m, method) in METHODS.iter().enumerate() {
-            for (s, class) in STATUS_CLASSES.iter().enumerate() {
-                let v = self.sum(|w| w.requests[m][s].get());
-                o.line(format_args!(
-                    "spindle_requests_total{{method=\"{method}\",code=\"{class}\"}} {v}"
-                ));
-            }
-        }
-        o.one(
-            "spindle_response_body_bytes_total",
-            "counter",
-            "Body bytes of the responses completed (the access log's bytes field).",
-            self.sum(|w| w.body_bytes.get()),
-        );
-        o.one(
-            "spindle_connections_accepted_total",
-            "counter",
-            "Connections accepted.",
-            self.sum(|w| w.accepted.get()),
-        );
-        o.one(
-            "spindle_connections_open",
-            "gauge",
-            "Connections open now.",
-            self.sum(|w| w.open.get()),
-        );
-        o.one(
-            "spindle_connections_idle",
-            "gauge",
-            "Open connections waiting for a request, with none under way (keep-alive).",
-            self.sum(|w| w.idle.get()),
-        );
-        o.by(
-            ("spindle_accept_pauses_total", "counter", "Times a worker stopped accepting: out of descriptors (a second's pause), or at its share of --max-connections."),
-            "reason",
-            PAUSE_REASONS.iter().enumerate().map(|(i, r)| (*r, self.sum(|w| w.pauses[i].get()))),
-        );
-        o.by(
-            ("spindle_timeouts_total", "counter", "Connections dropped by a timer, by kind: header, keepalive (idle), send, linger (lingering close), drain (shutdown)."),
-            "kind",
-            TIMEOUT_KINDS.iter().enumerate().map(|(i, k)| (*k, self.sum(|w| w.timeouts[i].get()))),
-        );
+        self.render_requests(&mut o);
+        self.render_connections(&mut o);
         o.by(
             ("spindle_refusals_total", "counter", "Requests a rule refused, by reason: address (allow/deny), referer, signature (secure-link: missing or wrong), expired (secure-link: past its time)."),
             "reason",
@@ -392,6 +331,78 @@ impl Registry {
         );
         o.0.push_str(&crate::acme::metrics_text());
         o.0
+    }
+
+    /// The build, the workers, and the responses completed.
+    fn render_requests(&self, o: &mut Exposition) {
+        o.family(
+            "spindle_build_info",
+            "gauge",
+            "The running build: its version and I/O backend (always 1).",
+        );
+        o.line(format_args!(
+            "spindle_build_info{{version=\"{}\",backend=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            self.backend
+        ));
+        o.one(
+            "spindle_workers",
+            "gauge",
+            "Worker threads.",
+            self.workers.len() as u64,
+        );
+        o.family(
+            "spindle_requests_total",
+            "counter",
+            "Responses completed (one per access-log line), by method and status class.",
+        );
+        for (m, method) in METHODS.iter().enumerate() {
+            for (s, class) in STATUS_CLASSES.iter().enumerate() {
+                let v = self.sum(|w| w.requests[m][s].get());
+                o.line(format_args!(
+                    "spindle_requests_total{{method=\"{method}\",code=\"{class}\"}} {v}"
+                ));
+            }
+        }
+        o.one(
+            "spindle_response_body_bytes_total",
+            "counter",
+            "Body bytes of the responses completed (the access log's bytes field).",
+            self.sum(|w| w.body_bytes.get()),
+        );
+    }
+
+    /// Connections: accepted, open, idle, and why accepting paused or a
+    /// timer dropped one.
+    fn render_connections(&self, o: &mut Exposition) {
+        o.one(
+            "spindle_connections_accepted_total",
+            "counter",
+            "Connections accepted.",
+            self.sum(|w| w.accepted.get()),
+        );
+        o.one(
+            "spindle_connections_open",
+            "gauge",
+            "Connections open now.",
+            self.sum(|w| w.open.get()),
+        );
+        o.one(
+            "spindle_connections_idle",
+            "gauge",
+            "Open connections waiting for a request, with none under way (keep-alive).",
+            self.sum(|w| w.idle.get()),
+        );
+        o.by(
+            ("spindle_accept_pauses_total", "counter", "Times a worker stopped accepting: out of descriptors (a second's pause), or at its share of --max-connections."),
+            "reason",
+            PAUSE_REASONS.iter().enumerate().map(|(i, r)| (*r, self.sum(|w| w.pauses[i].get()))),
+        );
+        o.by(
+            ("spindle_timeouts_total", "counter", "Connections dropped by a timer, by kind: header, keepalive (idle), send, linger (lingering close), drain (shutdown)."),
+            "kind",
+            TIMEOUT_KINDS.iter().enumerate().map(|(i, k)| (*k, self.sum(|w| w.timeouts[i].get()))),
+        );
     }
 
     fn render_disk_latency(&self, o: &mut Exposition) {

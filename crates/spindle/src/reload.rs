@@ -86,11 +86,16 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         // The ACME thread and its names are set up at start.
         acme => "acme-*",
     );
-    // Every key of Config, each said to be restart-only (put back above)
-    // or reloadable (taken as read). No `..`: a new key does not compile
-    // until it is placed here.
+    every_key_is_placed(new);
+    changed
+}
+
+/// Every key of Config, each said to be restart-only (put back by
+/// [`keep_restart_only`]) or reloadable (taken as read). No `..`: a new key
+/// does not compile until it is placed here.
+fn every_key_is_placed(cfg: &Config) {
     let Config {
-        // Restart-only (above).
+        // Restart-only (put back by keep_restart_only).
         listen: _,
         tls_listen: _,
         proxy_listen: _,
@@ -140,6 +145,5 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         rules: _,
         hosts: _,
         source: _,
-    } = new;
-    changed
+    } = cfg;
 }

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc};
 
 use crate::accesslog::AccessLog;
 use crate::backend;
-use crate::config::{BackendKind, Config, FirstMiss};
+use crate::config::{BackendKind, Cap, Config, FirstMiss};
 use crate::conn::{AcceptGate, ShutdownSignal, WorkerContext};
 use crate::fs::Roots;
 use crate::listen::{Kind, Listeners};
@@ -30,22 +30,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // meets EMFILE sheds half its cache before it pauses accepting.
     raise_nofile_limit();
     cfg.cap_open_file_cache();
-    // ACME's state directory: checked before anything is logged (one
-    // error line), and given to --user, who will write it.
-    let acme_store = match &cfg.acme {
-        Some(a) => {
-            let owner = match &cfg.user {
-                Some(u) if is_root() => Some(lookup_user(u)?),
-                _ => None,
-            };
-            Some(crate::acme::store::Store::open(
-                &a.state,
-                &a.directory,
-                owner,
-            )?)
-        }
-        None => None,
-    };
+    let acme_store = open_acme_store(&cfg)?;
 
     // Block the stop signals in every thread; the main thread takes them
     // with sigwait below, so no handler ever runs inside a worker.
@@ -106,44 +91,8 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         crate::handover::say_ready(ready);
     }
 
-    // Wait for a stop signal; on the way, SIGUSR1 reopens the logs, SIGHUP
-    // reloads the configuration (and reopens the logs), SIGUSR2 starts a
-    // new binary on the same sockets.
-    let mut sig: libc::c_int = 0;
-    loop {
-        // SAFETY: sigset is valid and `sig` a live out-parameter.
-        unsafe { libc::sigwait(&sigset, &mut sig) };
-        match sig {
-            libc::SIGUSR1 => {
-                // The error log first: the access log's writer says
-                // "reopened" in it.
-                crate::errlog::reopen();
-                log.reopen();
-            }
-            libc::SIGHUP => reload(&shared.reloads, shared.tls.as_deref(), &log),
-            libc::SIGUSR2 => crate::handover::start(
-                &program,
-                &listeners,
-                &shared.gate,
-                &workers.eventfds,
-                workers.handles.len(),
-            ),
-            _ => break,
-        }
-    }
-    let why = match (sig, crate::handover::handed_to()) {
-        (libc::SIGINT, _) => "got SIGINT".to_string(),
-        (_, Some(pid)) => format!("handed over to pid {pid}"),
-        _ => "got SIGTERM".to_string(),
-    };
-    crate::info!(
-        "{why}, finishing responses in flight (up to {:.0?})",
-        cfg.drain_timeout
-    );
-    if crate::handover::handed_to().is_none() {
-        // After a handover the service goes on under its new main pid.
-        net::sd_notify("STOPPING=1");
-    }
+    let sig = wait_for_stop(&sigset, &program, &listeners, &shared, &workers, &log);
+    say_stopping(sig, &cfg);
     let failed = workers.stop();
     log.shut();
     drop(log);
@@ -156,6 +105,73 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
             crate::info!("stopped");
             Ok(())
         }
+    }
+}
+
+/// ACME's state directory, if ACME is on: checked before anything is
+/// logged (one error line), and given to --user, who will write it.
+fn open_acme_store(cfg: &Config) -> Result<Option<crate::acme::store::Store>, String> {
+    let Some(a) = &cfg.acme else {
+        return Ok(None);
+    };
+    let owner = match &cfg.user {
+        Some(u) if is_root() => Some(lookup_user(u)?),
+        _ => None,
+    };
+    crate::acme::store::Store::open(&a.state, &a.directory, owner).map(Some)
+}
+
+/// Waits for a stop signal (SIGINT, SIGTERM, or the end of a handover),
+/// and returns it; on the way, SIGUSR1 reopens the logs, SIGHUP reloads
+/// the configuration (and reopens the logs), SIGUSR2 starts a new binary
+/// on the same sockets.
+fn wait_for_stop(
+    sigset: &libc::sigset_t,
+    program: &crate::handover::Program,
+    listeners: &Listeners,
+    shared: &Shared,
+    workers: &Workers,
+    log: &AccessLog,
+) -> libc::c_int {
+    let mut sig: libc::c_int = 0;
+    loop {
+        // SAFETY: sigset is valid and `sig` a live out-parameter.
+        unsafe { libc::sigwait(sigset, &mut sig) };
+        match sig {
+            libc::SIGUSR1 => {
+                // The error log first: the access log's writer says
+                // "reopened" in it.
+                crate::errlog::reopen();
+                log.reopen();
+            }
+            libc::SIGHUP => reload(&shared.reloads, shared.tls.as_deref(), log),
+            libc::SIGUSR2 => crate::handover::start(
+                program,
+                listeners,
+                &shared.gate,
+                &workers.eventfds,
+                workers.handles.len(),
+            ),
+            _ => return sig,
+        }
+    }
+}
+
+/// Says why the server stops (signal `sig`) and that it drains, in the
+/// log and to systemd.
+fn say_stopping(sig: libc::c_int, cfg: &Config) {
+    let why = match (sig, crate::handover::handed_to()) {
+        (libc::SIGINT, _) => "got SIGINT".to_string(),
+        (_, Some(pid)) => format!("handed over to pid {pid}"),
+        _ => "got SIGTERM".to_string(),
+    };
+    crate::info!(
+        "{why}, finishing responses in flight (up to {:.0?})",
+        cfg.drain_timeout
+    );
+    if crate::handover::handed_to().is_none() {
+        // After a handover the service goes on under its new main pid.
+        net::sd_notify("STOPPING=1");
     }
 }
 
@@ -407,11 +423,12 @@ fn announce(cfg: &Config, listeners: &Listeners, s: &Shared, notify: bool) {
     }
     if cfg.http2 && !cfg.serves_http2() {
         crate::info!(
-            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by io-uring and posix-aio)",
-            cfg.backend.name()
+            "HTTP/2: backend {} serves HTTP/1.1 only (HTTP/2 is served by {})",
+            cfg.backend.name(),
+            BackendKind::names_with(Cap::Http2, "and")
         );
     }
-    if cfg.backend == BackendKind::IoUring && cfg.first_miss != FirstMiss::Cache {
+    if cfg.backend.has(Cap::FirstMiss) && cfg.first_miss != FirstMiss::Cache {
         crate::info!(
             "page cache budget {}; files used once are read with O_DIRECT {} (--first-miss {})",
             s.memory.describe(),

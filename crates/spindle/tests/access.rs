@@ -636,7 +636,7 @@ fn redirect_https_on_every_backend() {
         let tls_port = free_port();
         let tls_addr = format!("127.0.0.1:{tls_port}");
         let (cert, key) = (tls_file("p256.pem"), tls_file("p256.key"));
-        let serves_tls = b == "io-uring" || b == "posix-aio";
+        let serves_tls = has(&b, Cap::Https);
         let mut args = vec!["--redirect-https"];
         if serves_tls {
             args.extend([
@@ -705,7 +705,7 @@ fn redirect_https_on_every_backend() {
                 "{b} over HTTPS"
             );
         }
-        if b == "io-uring" {
+        if has(&b, Cap::Http2) {
             // h2c is plain: redirected too.
             let out = Command::new("curl")
                 .args([

@@ -197,7 +197,7 @@ fn every_htpasswd_format_authenticates_on_every_backend() {
         // Outside the rule: no question asked.
         assert_eq!(curl(&srv.url("/open.txt"), &[]).0, "200", "{b}");
         // HTTP/2 streams ask and check the same way.
-        if b == "io-uring" || b == "posix-aio" {
+        if has(&b, Cap::Http2) {
             let h2 = ["--http2-prior-knowledge", "-u", "carol:carol pw"];
             let (code, body) = curl(&srv.url("/private/a.txt"), &h2);
             assert_eq!((code.as_str(), body.as_str()), ("200", "private"), "{b} h2");
@@ -437,7 +437,7 @@ fn over_https_behind_a_proxy_and_in_a_virtual_host() {
     std::fs::create_dir_all(vroot.path("private")).unwrap();
     std::fs::write(vroot.path("private/a.txt"), "vhost private\n").unwrap();
     let vhost = format!("v.test={}", vroot.dir.display());
-    for b in ["io-uring", "posix-aio"] {
+    for b in &backends_with(Cap::Https) {
         let tls_port = free_port();
         let tls_addr = format!("127.0.0.1:{tls_port}");
         let (cert, key) = (tls_file("p256.pem"), tls_file("p256.key"));

@@ -520,6 +520,9 @@ fn cold_cache_bodies_are_correct() {
 /// goes in front of the wanted bytes).
 #[test]
 fn io_uring_first_use_bypasses_the_page_cache_and_second_use_fills_it() {
+    if !chosen("io-uring") {
+        return;
+    }
     let root = ColdRoot::new("admission");
     if !root.shows_o_direct() {
         return;
@@ -644,6 +647,9 @@ fn io_uring_first_use_bypasses_the_page_cache_and_second_use_fills_it() {
 /// those with buffered AIO, which blocks in `io_submit`).
 #[test]
 fn linux_aio_reads_cold_files_direct_on_every_response_of_a_connection() {
+    if !chosen("linux-aio-sendfile") {
+        return;
+    }
     let root = ColdRoot::new("aio-keepalive");
     if !root.shows_o_direct() {
         return;
@@ -740,9 +746,6 @@ fn a_file_shrinking_under_a_cold_read_is_cut_short() {
 
 // ----- linux-aio-sendfile's shared memory ----------------------------------
 
-/// Why a test about linux-aio-sendfile alone does not run.
-const NO_AIO: &str = "SPINDLE_TEST_BACKENDS leaves out linux-aio-sendfile";
-
 fn shm_names() -> Vec<String> {
     std::fs::read_dir("/dev/shm")
         .map(|d| {
@@ -756,8 +759,7 @@ fn shm_names() -> Vec<String> {
 
 #[test]
 fn aio_shm_buffers_have_no_name_and_go_away() {
-    if !backends().iter().any(|b| b == "linux-aio-sendfile") {
-        test_skip::skip_chosen(NO_AIO);
+    if !chosen("linux-aio-sendfile") {
         return;
     }
     let root = DocRoot::new(false);
@@ -831,8 +833,7 @@ impl Drop for RamFs {
 
 #[test]
 fn aio_falls_back_to_buffered_reads_where_o_direct_is_refused() {
-    if !backends().iter().any(|b| b == "linux-aio-sendfile") {
-        test_skip::skip_chosen(NO_AIO);
+    if !chosen("linux-aio-sendfile") {
         return;
     }
     let ram = match RamFs::mount() {

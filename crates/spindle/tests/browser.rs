@@ -32,8 +32,7 @@ fn chromium_loads_a_page_of_100_images_over_h2() {
         test_skip::skip_or_fail("no chromium (Debian chromium)");
         return;
     };
-    // The backends that serve HTTP/2.
-    for b in ["io-uring", "posix-aio"] {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         load_page(browser, b);
     }

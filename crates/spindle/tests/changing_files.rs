@@ -69,10 +69,8 @@ fn a_file_rewritten_in_place_mid_response_ends_short() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut runs: Vec<(String, Vec<&str>)> = backends().into_iter().map(|b| (b, vec![])).collect();
-    for b in ["io-uring", "posix-aio"] {
-        if backends().iter().any(|x| x == b) {
-            runs.push((b.to_string(), vec!["--no-sendfile"]));
-        }
+    for b in backends_with(Cap::Buffers) {
+        runs.push((b, vec!["--no-sendfile"]));
     }
     for (b, flags) in &runs {
         let original = random_bytes(SIZE, 5);
@@ -117,10 +115,7 @@ fn without_sendfile_a_truncation_cannot_reach_queued_bytes() {
     let dir = std::env::temp_dir().join(format!("spindle-trunc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    for b in ["io-uring", "posix-aio"] {
-        if !backends().iter().any(|x| x == b) {
-            continue;
-        }
+    for b in &backends_with(Cap::Buffers) {
         let original = random_bytes(SIZE, 8);
         let path = dir.join("f");
         std::fs::write(&path, &original).unwrap();
@@ -156,9 +151,23 @@ fn without_sendfile_a_truncation_cannot_reach_queued_bytes() {
 /// option instead of ignoring it.
 #[test]
 fn no_sendfile_is_refused_by_the_sendfile_backends() {
-    for b in ["linux-sendfile", "linux-aio-sendfile"] {
+    let without: Vec<BackendKind> = BackendKind::ALL
+        .into_iter()
+        .filter(|b| !b.has(Cap::Buffers))
+        .collect();
+    assert!(
+        !without.is_empty(),
+        "a backend that cannot send from a copy"
+    );
+    for b in without {
         startup_error(
-            &["--listen", "127.0.0.1:0", "--backend", b, "--no-sendfile"],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--backend",
+                b.name(),
+                "--no-sendfile",
+            ],
             "is built on sendfile(2)",
         );
     }

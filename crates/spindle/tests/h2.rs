@@ -24,10 +24,6 @@ fn have(tool: &str) -> bool {
     ok
 }
 
-/// The backends that serve HTTP/2: io-uring, and posix-aio (the epoll
-/// loop's backend with a buffer path).
-const H2_BACKENDS: [&str; 2] = ["io-uring", "posix-aio"];
-
 /// spindle on `backend` with a plain and an HTTPS listener; the HTTPS port.
 fn start(backend: &str, root: &DocRoot, extra: &[&str]) -> (Server, u16) {
     let mut args = vec![
@@ -86,7 +82,7 @@ fn curl(port: Option<u16>, args: &[&str]) -> (String, Vec<u8>) {
 
 #[test]
 fn files_of_every_size_over_h2c_and_h2_byte_for_byte() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         files_of_every_size_over_h2c_and_h2_byte_for_byte_on(b);
     }
@@ -131,7 +127,7 @@ fn files_of_every_size_over_h2c_and_h2_byte_for_byte_on(backend: &str) {
 
 #[test]
 fn every_feature_of_a_request_holds_on_a_stream() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         every_feature_of_a_request_holds_on_a_stream_on(b);
     }
@@ -222,7 +218,7 @@ fn every_feature_of_a_request_holds_on_a_stream_on(backend: &str) {
 
 #[test]
 fn many_streams_share_one_connection() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         many_streams_share_one_connection_on(b);
     }
@@ -275,7 +271,7 @@ fn many_streams_share_one_connection_on(backend: &str) {
 
 #[test]
 fn h2load_gets_every_multiplexed_request_answered() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         h2load_gets_every_multiplexed_request_answered_on(b);
     }
@@ -329,7 +325,7 @@ fn h2load_gets_every_multiplexed_request_answered_on(backend: &str) {
 
 #[test]
 fn a_small_file_is_not_stuck_behind_a_download_on_the_same_connection() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         a_small_file_is_not_stuck_behind_a_download_on_the_same_connection_on(b);
     }
@@ -368,7 +364,7 @@ fn a_small_file_is_not_stuck_behind_a_download_on_the_same_connection_on(backend
 
 #[test]
 fn no_http2_serves_http_1_1_only() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         no_http2_serves_http_1_1_only_on(b);
     }
@@ -410,7 +406,7 @@ fn other_backends_say_they_serve_http_1_1_only() {
 
 #[test]
 fn a_bad_preface_gets_goaway_and_a_close() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         a_bad_preface_gets_goaway_and_a_close_on(b);
     }
@@ -443,7 +439,7 @@ fn a_bad_preface_gets_goaway_and_a_close_on(backend: &str) {
 
 #[test]
 fn a_client_that_stops_reading_is_dropped_after_the_send_timeout() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         a_client_that_stops_reading_is_dropped_after_the_send_timeout_on(b);
     }
@@ -481,7 +477,7 @@ fn a_client_that_stops_reading_is_dropped_after_the_send_timeout_on(backend: &st
 
 #[test]
 fn the_drain_sends_goaway_and_finishes_the_streams_in_flight() {
-    for b in H2_BACKENDS {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         the_drain_sends_goaway_and_finishes_the_streams_in_flight_on(b);
     }

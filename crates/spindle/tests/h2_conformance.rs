@@ -1330,7 +1330,7 @@ fn h2spec_cases_pass_over_h2c_and_tls_on_both_backends() {
     let cases = cases();
     let tls = tls_client();
     let mut failed = Vec::new();
-    for b in ["io-uring", "posix-aio"] {
+    for b in &backends_with(Cap::Http2) {
         let tls_port = free_port();
         let tls_addr = format!("127.0.0.1:{tls_port}");
         let (cert, key) = (tls_data("p256.pem"), tls_data("p256.key"));
@@ -1372,7 +1372,7 @@ fn h2spec_cases_pass_over_h2c_and_tls_on_both_backends() {
 #[test]
 fn a_bad_preface_is_a_connection_error() {
     let root = DocRoot::new(false);
-    for b in ["io-uring", "posix-aio"] {
+    for b in &backends_with(Cap::Http2) {
         let srv = Server::start(b, &root.dir, &[]);
         // §3.5: h2spec's "invalid connection preface": a preface whose
         // start is HTTP/2's but whose rest is not.

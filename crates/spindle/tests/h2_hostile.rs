@@ -120,8 +120,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn hostile_clients_get_goaway_or_a_reset_and_others_notice_nothing() {
-    // The backends that serve HTTP/2.
-    for b in ["io-uring", "posix-aio"] {
+    for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
         hostile_on(b);
     }

@@ -15,9 +15,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// The backends that serve HTTPS: io-uring, and posix-aio (its fallback).
-const HTTPS_BACKENDS: [&str; 2] = ["io-uring", "posix-aio"];
-
 /// spindle with a plain listener and an HTTPS one serving the test P-256
 /// certificate; the HTTPS port.
 fn start_https(backend: &str, root: &DocRoot, extra: &[&str]) -> (Server, u16) {
@@ -99,7 +96,7 @@ fn curl(port: u16, args: &[&str]) -> (String, Vec<u8>) {
 
 #[test]
 fn files_of_every_size_come_out_byte_for_byte_over_https() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let (srv, port) = start_https(b, &root, &[]);
@@ -144,7 +141,7 @@ fn files_of_every_size_come_out_byte_for_byte_over_https() {
 
 #[test]
 fn ranges_head_and_conditionals_work_over_https() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let (_srv, port) = start_https(b, &root, &[]);
@@ -192,7 +189,7 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> (bool, Vec<u8>) {
 
 #[test]
 fn plain_http_garbage_and_stalled_handshakes_are_closed() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let (srv, port) = start_https(b, &root, &["--header-timeout", "1"]);
@@ -311,7 +308,7 @@ fn cert_subject(port: u16, name: &str) -> Option<String> {
 
 #[test]
 fn sighup_reloads_certificates_and_a_bad_file_keeps_the_old_ones() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let dir = root
@@ -365,7 +362,7 @@ fn sighup_reloads_certificates_and_a_bad_file_keeps_the_old_ones() {
 
 #[test]
 fn certificates_are_chosen_by_sni_from_the_config_file() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let conf = root
@@ -408,7 +405,7 @@ fn certificates_are_chosen_by_sni_from_the_config_file() {
 /// records waiting for socket space is cancelled).
 #[test]
 fn a_stalled_https_reader_is_dropped_after_the_send_timeout() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         // 64 MiB: more than the socket buffers on both sides hold.
         let root = DocRoot::new(true);
@@ -473,7 +470,7 @@ fn s_client(port: u16, args: &[&str]) -> String {
 /// resumed with TLS 1.2 session IDs (`-reconnect`) and TLS 1.3 tickets.
 #[test]
 fn openssl_s_client_sees_server_order_and_resumption() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let (_srv, port) = start_https(b, &root, &[]);
@@ -519,7 +516,7 @@ fn openssl_s_client_sees_server_order_and_resumption() {
 /// a handshake failure and no HTTP; the server goes on serving.
 #[test]
 fn old_protocols_and_weak_suites_are_refused() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(false);
         let (_srv, port) = start_https(b, &root, &[]);
@@ -546,7 +543,7 @@ fn old_protocols_and_weak_suites_are_refused() {
 /// certificate.
 #[test]
 fn a_download_across_a_certificate_reload_gets_every_byte() {
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         eprintln!("backend {b}");
         let root = DocRoot::new(true);
         let dir = root
@@ -598,7 +595,7 @@ fn a_download_across_a_certificate_reload_gets_every_byte() {
 #[test]
 fn access_rules_see_the_client_over_https() {
     let root = DocRoot::new(false);
-    for b in HTTPS_BACKENDS {
+    for b in &backends_with(Cap::Https) {
         let (_srv, port) = start_https(
             b,
             &root,

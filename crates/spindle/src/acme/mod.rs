@@ -468,6 +468,28 @@ fn stored_info(store: &Store, names: &[String]) -> Result<Option<der::CertInfo>,
     Ok(Some(info))
 }
 
+/// While another spindle holds the state directory's lock: whatever the
+/// holder wrote since, in use at once (only a new certificate makes a new
+/// TLS configuration).
+fn adopt_stored(store: &Store, tls: &crate::tls::Shared, managed: &mut [Managed]) {
+    for m in managed {
+        let Ok(Some(info)) = stored_info(store, &m.names) else {
+            continue;
+        };
+        let fresh = match m.state {
+            CertState::Valid { not_after, .. } => info.not_after != not_after,
+            CertState::Missing => true,
+        };
+        if fresh && load_stored(store, &m.names, tls).is_ok() {
+            m.state = CertState::Valid {
+                not_after: info.not_after,
+                renew_at: renew_at(&info),
+            };
+            m.report();
+        }
+    }
+}
+
 /// The ACME thread: forever, the certificate due first, ordered when due.
 fn run(
     cfg: AcmeConfig,
@@ -488,24 +510,7 @@ fn run(
                 );
                 waited_for_lock = true;
             }
-            // Whatever the holder wrote since, in use at once (only a new
-            // certificate makes a new TLS configuration).
-            for m in &mut managed {
-                let Ok(Some(info)) = stored_info(&store, &m.names) else {
-                    continue;
-                };
-                let fresh = match m.state {
-                    CertState::Valid { not_after, .. } => info.not_after != not_after,
-                    CertState::Missing => true,
-                };
-                if fresh && load_stored(&store, &m.names, &tls).is_ok() {
-                    m.state = CertState::Valid {
-                        not_after: info.not_after,
-                        renew_at: renew_at(&info),
-                    };
-                    m.report();
-                }
-            }
+            adopt_stored(&store, &tls, &mut managed);
             std::thread::sleep(LOCK_POLL);
             continue;
         }

@@ -27,6 +27,19 @@ pub(super) fn check_metrics_address(m: SocketAddr, public: &[&SocketAddr]) -> Re
     }
 }
 
+/// The metrics' address, if any, checked against every listener's
+/// ([`check_metrics_address`]).
+pub(super) fn metrics_address(
+    metrics: Option<SocketAddr>,
+    listeners: [&[SocketAddr]; 3],
+) -> Result<Option<SocketAddr>, String> {
+    if let Some(m) = metrics {
+        let public: Vec<&SocketAddr> = listeners.into_iter().flatten().collect();
+        check_metrics_address(m, &public)?;
+    }
+    Ok(metrics)
+}
+
 /// A number of seconds from the command line, else the file, else the
 /// default, checked by [`secs`].
 pub(super) fn seconds(
@@ -75,6 +88,103 @@ pub(super) fn logging(
             .unwrap_or(crate::errlog::Level::Info),
     };
     Ok((format, error_log, level))
+}
+
+/// The timeouts, each from the command line, else the file, else the
+/// default, checked by [`secs`].
+pub(super) struct Timeouts {
+    pub(super) keepalive: Duration,
+    pub(super) header: Duration,
+    pub(super) send: Duration,
+    pub(super) drain: Duration,
+    pub(super) open_file_cache_valid: Duration,
+}
+
+impl Timeouts {
+    pub(super) fn merge(cli: &Cli, file: &FileConfig) -> Result<Timeouts, String> {
+        Ok(Timeouts {
+            keepalive: seconds(
+                "keepalive-timeout",
+                cli.keepalive_timeout,
+                file.keepalive_timeout,
+                DEFAULT_KEEPALIVE_TIMEOUT_SECS,
+            )?,
+            header: seconds(
+                "header-timeout",
+                cli.header_timeout,
+                file.header_timeout,
+                DEFAULT_HEADER_TIMEOUT_SECS,
+            )?,
+            send: seconds(
+                "send-timeout",
+                cli.send_timeout,
+                file.send_timeout,
+                DEFAULT_SEND_TIMEOUT_SECS,
+            )?,
+            drain: seconds(
+                "drain-timeout",
+                cli.drain_timeout,
+                file.drain_timeout,
+                DEFAULT_DRAIN_TIMEOUT_SECS,
+            )?,
+            open_file_cache_valid: seconds(
+                "open-file-cache-valid",
+                cli.open_file_cache_valid,
+                file.open_file_cache_valid,
+                DEFAULT_OPEN_FILE_CACHE_VALID_SECS,
+            )?,
+        })
+    }
+}
+
+/// What the session adds to or chooses for its responses: extra header
+/// fields, precompressed variants, error pages, the charset and the access
+/// rules. The command line's list of each replaces the file's, as for
+/// every other key.
+pub(super) struct Responses {
+    pub(super) extra_headers: Vec<u8>,
+    pub(super) precompressed: Vec<spindle_core::Encoding>,
+    pub(super) error_pages: Vec<(u16, std::ffi::CString)>,
+    pub(super) charset: String,
+    pub(super) rules: std::sync::Arc<spindle_core::rules::Rules>,
+}
+
+impl Responses {
+    pub(super) fn merge(cli: &mut Cli, file: &mut FileConfig) -> Result<Responses, String> {
+        Ok(Responses {
+            extra_headers: header_fields(
+                "add-header",
+                if cli.add_header.is_empty() {
+                    file.add_headers.as_deref().unwrap_or(&[])
+                } else {
+                    &cli.add_header
+                },
+            )?,
+            precompressed: precompressed(if cli.precompressed.is_empty() {
+                file.precompressed.as_deref().unwrap_or(&[])
+            } else {
+                &cli.precompressed
+            })?,
+            error_pages: error_pages(if cli.error_page.is_empty() {
+                file.error_pages
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect()
+            } else {
+                cli.error_page.clone()
+            })?,
+            charset: charset(cli.charset.take().or(file.charset.take()))?,
+            rules: std::sync::Arc::new(rules(if cli.rule.is_empty() {
+                file.rules.take().unwrap_or_default()
+            } else {
+                cli.rule
+                    .iter()
+                    .map(|r| rule_arg(r))
+                    .collect::<Result<_, _>>()?
+            })?),
+        })
+    }
 }
 
 /// The sizes and counts that bound a worker, each checked against its

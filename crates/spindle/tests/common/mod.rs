@@ -10,20 +10,61 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Every backend the server offers. Tests loop over this list, so each
-/// backend passes the same suite. `SPINDLE_TEST_BACKENDS=a,b` narrows it.
-pub const ALL_BACKENDS: &[&str] = &[
-    "io-uring",
-    "linux-sendfile",
-    "posix-aio",
-    "linux-aio-sendfile",
-];
+pub use spindle::config::{BackendKind, Cap};
 
+/// Every backend the server offers ([`BackendKind::ALL`]). Tests loop over
+/// this list, so each backend passes the same suite.
+/// `SPINDLE_TEST_BACKENDS=a,b` narrows it.
 pub fn backends() -> Vec<String> {
     match std::env::var("SPINDLE_TEST_BACKENDS") {
         Ok(v) if !v.trim().is_empty() => v.split(',').map(|s| s.trim().to_string()).collect(),
-        _ => ALL_BACKENDS.iter().map(|s| s.to_string()).collect(),
+        _ => BackendKind::ALL
+            .iter()
+            .map(|b| b.name().to_string())
+            .collect(),
     }
+}
+
+/// The backends of [`backends`] that have `cap` ([`BackendKind::caps`]),
+/// in [`BackendKind::ALL`]'s order. Says (`skip_chosen`) which backends with `cap`
+/// `SPINDLE_TEST_BACKENDS` leaves out, and fails on a name that is no
+/// backend, so that a test never runs less than it says without a line.
+pub fn backends_with(cap: Cap) -> Vec<String> {
+    let chosen = backends();
+    for name in &chosen {
+        assert!(
+            BackendKind::from_name(name).is_some(),
+            "SPINDLE_TEST_BACKENDS names {name:?}, which is no backend"
+        );
+    }
+    let mut out = Vec::new();
+    for b in BackendKind::ALL.into_iter().filter(|b| b.has(cap)) {
+        if chosen.iter().any(|c| c == b.name()) {
+            out.push(b.name().to_string());
+        } else {
+            test_skip::skip_chosen(format!(
+                "SPINDLE_TEST_BACKENDS leaves out {}, a backend with Cap::{cap:?}",
+                b.name()
+            ));
+        }
+    }
+    out
+}
+
+/// Whether a test about `backend` alone runs: true when [`backends`] has
+/// it; else it says (`skip_chosen`) that `SPINDLE_TEST_BACKENDS` leaves it
+/// out.
+pub fn chosen(backend: &str) -> bool {
+    let yes = backends().iter().any(|b| b == backend);
+    if !yes {
+        test_skip::skip_chosen(format!("SPINDLE_TEST_BACKENDS leaves out {backend}"));
+    }
+    yes
+}
+
+/// Whether backend `name` has `cap`.
+pub fn has(name: &str, cap: Cap) -> bool {
+    BackendKind::from_name(name).is_some_and(|b| b.has(cap))
 }
 
 /// io-uring with `--first-miss direct`: every first use that misses the
