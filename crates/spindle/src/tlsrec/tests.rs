@@ -861,3 +861,45 @@ fn h2_data_frames_sealed_in_place() {
     }
     assert!(data == file);
 }
+
+/// The client's last handshake flight carries its request (TLS 1.3, and
+/// a resumed TLS 1.2 handshake, where the client's Finished comes last):
+/// fed whole, rustls reads the request before the takeover; cut inside
+/// the request's record, the link reads the rest with the sequence number
+/// rustls handed over.
+#[test]
+fn request_in_the_finished_flight() {
+    let server = server_config();
+    for suite in [TLS13_SUITES[0], TLS13_SUITES[2], TLS12_SUITES[0]] {
+        let client = client_config(suite, &[b"http/1.1"]);
+        let mut warm = Pair::new(&server, &client);
+        warm.handshake();
+        for cut_back in [0, 1, 30] {
+            let mut p = Pair::new(&server, &client);
+            p.client.writer().write_all(b"GET /first HTTP/1.1").unwrap();
+            let hello = p.client_bytes();
+            assert_eq!(p.server_gets(&hello).unwrap(), Progress::Handshaking);
+            p.client_gets().unwrap();
+            let flight = p.client_bytes();
+            let (a, b) = flight.split_at(flight.len() - cut_back);
+            let first = p.server_gets(a).unwrap();
+            if cut_back == 0 {
+                assert_eq!(first, Progress::Established, "{suite:?}");
+                assert_eq!(p.got, b"GET /first HTTP/1.1");
+            } else {
+                assert!(p.got.is_empty(), "{suite:?}: the request's record is cut");
+            }
+            let second = p.server_gets(b).unwrap();
+            if cut_back > 0 {
+                assert!(
+                    first == Progress::Established,
+                    "{suite:?} {cut_back}: {first:?}"
+                );
+                assert_eq!(second, Progress::Open);
+            }
+            assert_eq!(p.got, b"GET /first HTTP/1.1", "{suite:?} {cut_back}");
+            assert_eq!(p.client_send(b"second"), Progress::Open);
+            assert!(p.got.ends_with(b"second"));
+        }
+    }
+}
