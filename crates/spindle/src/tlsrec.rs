@@ -1084,8 +1084,14 @@ impl TlsLink {
 
 /// Where records go in a send buffer so that a disk read (one iovec per
 /// record payload) lands file bytes straight in place for
-/// [`TlsLink::seal_in_place`], and the sealed records then lie end to end,
-/// ready for one send.
+/// [`TlsLink::seal_in_place`].
+///
+/// Packed (`align` 1, for reads through the page cache): the sealed
+/// records lie end to end, ready for one `SEND`. Aligned (`align` the
+/// `O_DIRECT` block, for direct reads): each payload starts at a multiple
+/// of `align` and carries a multiple of it (but the file's last), so every
+/// iovec suits `O_DIRECT`; the records then have gaps between them and go
+/// out by `SENDMSG`, one iovec per record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordLayout {
     /// Plaintext of each record before the file bytes: 0 for HTTP/1.1, 9
@@ -1093,6 +1099,8 @@ pub struct RecordLayout {
     pub prefix: usize,
     pub header_room: usize,
     pub tail_room: usize,
+    /// 1 (packed), or the alignment of every payload's start and length.
+    pub align: usize,
 }
 
 /// One record's place in a buffer.
@@ -1108,28 +1116,36 @@ pub struct RecordSlot {
 }
 
 impl RecordLayout {
-    /// The layout for `link` (after its handshake) with `prefix`.
+    /// The packed layout for `link` (after its handshake) with `prefix`.
     pub fn for_link(link: &TlsLink, prefix: usize) -> RecordLayout {
         RecordLayout {
             prefix,
             header_room: link.header_room(),
             tail_room: link.tail_room(),
+            align: 1,
         }
+    }
+
+    /// This layout with payloads aligned to `align` (a power of two).
+    pub fn aligned(self, align: usize) -> RecordLayout {
+        RecordLayout { align, ..self }
     }
 
     /// Most file bytes one record carries.
     pub fn max_payload(&self) -> usize {
-        MAX_PLAINTEXT.saturating_sub(self.prefix)
+        let most = MAX_PLAINTEXT.saturating_sub(self.prefix);
+        most - most % self.align.max(1)
     }
 
-    fn overhead(&self) -> usize {
-        self.header_room + self.prefix + self.tail_room
-    }
-
-    /// The buffer bytes that `payload` file bytes take, in full records.
+    /// The buffer bytes that `payload` file bytes take, in full records
+    /// (aligned: up to the end of the last payload rounded up to `align`,
+    /// which an `O_DIRECT` read of the file's tail may fill).
     pub fn buffer_len(&self, payload: usize) -> usize {
-        let per = self.max_payload().max(1);
-        payload + payload.div_ceil(per) * self.overhead()
+        self.slots(usize::MAX, payload).last().map_or(0, |s| {
+            s.record
+                .end
+                .max(s.payload.end.next_multiple_of(self.align.max(1)))
+        })
     }
 
     /// The records that fit in `buf_len` bytes, carrying at most
@@ -1144,8 +1160,8 @@ impl RecordLayout {
     }
 }
 
-/// The payload ranges of full records in a buffer of `buf_len` bytes (the
-/// last one shorter if the buffer ends first).
+/// The packed records in a buffer of `buf_len` bytes, each full but the
+/// last (shorter if the buffer ends first).
 pub fn record_slots(
     buf_len: usize,
     prefix: usize,
@@ -1156,6 +1172,7 @@ pub fn record_slots(
         prefix,
         header_room,
         tail_room,
+        align: 1,
     };
     layout.slots(buf_len, usize::MAX)
 }
@@ -1173,19 +1190,23 @@ impl Iterator for RecordSlots {
     type Item = RecordSlot;
 
     fn next(&mut self) -> Option<RecordSlot> {
-        let room = self.buf_len.checked_sub(self.at)?;
-        let overhead = self.layout.overhead();
-        let payload = room
-            .checked_sub(overhead)?
-            .min(self.layout.max_payload())
-            .min(self.payload_left);
+        let l = &self.layout;
+        let start = self
+            .at
+            .checked_add(l.header_room + l.prefix)?
+            .checked_next_multiple_of(l.align.max(1))?;
+        let room = self.buf_len.checked_sub(start)?.checked_sub(l.tail_room)?;
+        let mut payload = room.min(l.max_payload()).min(self.payload_left);
+        if payload < self.payload_left && payload < l.max_payload() {
+            // Cut short by the buffer: keep an aligned read aligned.
+            payload -= payload % l.align.max(1);
+        }
         if payload == 0 {
             return None;
         }
-        let start = self.at + self.layout.header_room + self.layout.prefix;
         let slot = RecordSlot {
-            record: self.at..start + payload + self.layout.tail_room,
-            plaintext_len: self.layout.prefix + payload,
+            record: start - l.prefix - l.header_room..start + payload + l.tail_room,
+            plaintext_len: l.prefix + payload,
             payload: start..start + payload,
         };
         self.at = slot.record.end;

@@ -350,6 +350,52 @@ fn sessions_resume() {
     }
 }
 
+/// A ticketer that makes none: the server falls back on its session
+/// cache (TLS 1.2 session IDs; TLS 1.3 tickets that name a cache entry).
+#[derive(Debug)]
+struct NoTickets;
+
+impl rustls::server::ProducesTickets for NoTickets {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn lifetime(&self) -> u32 {
+        0
+    }
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+#[test]
+fn sessions_resume_from_the_cache() {
+    let mut stateful = (*server_config()).clone();
+    stateful.ticketer = Arc::new(NoTickets);
+    let server = Arc::new(stateful);
+    for suite in [TLS13_SUITES[0], TLS12_SUITES[0]] {
+        let mut client = (*client_config(suite, &[b"h2"])).clone();
+        client.resumption = rustls::client::Resumption::in_memory_sessions(8)
+            .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
+        let client = Arc::new(client);
+        let kinds: Vec<_> = (0..2)
+            .map(|_| {
+                let mut p = Pair::new(&server, &client);
+                p.handshake();
+                assert_eq!(p.client_send(b"hi"), Progress::Open);
+                p.client.handshake_kind()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [Some(HandshakeKind::Full), Some(HandshakeKind::Resumed)],
+            "{suite:?}"
+        );
+    }
+}
+
 #[test]
 fn close_notify_both_ways() {
     let server = server_config();
@@ -725,7 +771,7 @@ fn random_bytes_never_panic() {
     let server = server_config();
     let mut rng = SmallRng::seed_from_u64(0x5eed);
     let suites: Vec<CipherSuite> = TLS13_SUITES.into_iter().chain(TLS12_SUITES).collect();
-    for round in 0..120 {
+    for round in 0..600 {
         let suite = suites[round % suites.len()];
         let mut p = exchange_quiet(&server, suite);
         let mut valid = {
@@ -796,6 +842,7 @@ fn slots_lie_end_to_end_with_full_records() {
             prefix,
             header_room: head,
             tail_room: tail,
+            align: 1,
         };
         for buf_len in [0, 1, head + prefix + tail, 100, 64 * 1024, 256 * 1024 + 7] {
             let slots: Vec<RecordSlot> = record_slots(buf_len, prefix, head, tail).collect();
@@ -901,5 +948,78 @@ fn request_in_the_finished_flight() {
             assert_eq!(p.client_send(b"second"), Progress::Open);
             assert!(p.got.ends_with(b"second"));
         }
+    }
+}
+
+#[test]
+fn aligned_slots_suit_o_direct() {
+    const ALIGN: usize = 4096;
+    for (prefix, head, tail) in [(0, 5, 17), (9, 5, 17), (0, 13, 16), (9, 13, 16)] {
+        let l = RecordLayout {
+            prefix,
+            header_room: head,
+            tail_room: tail,
+            align: 1,
+        }
+        .aligned(ALIGN);
+        let per = if prefix == 0 {
+            MAX_PLAINTEXT
+        } else {
+            3 * ALIGN
+        };
+        assert_eq!(l.max_payload(), per);
+        for payload in [1, ALIGN + 1, MAX_PLAINTEXT, 100 * 1024, 1 << 20] {
+            let len = l.buffer_len(payload);
+            let slots: Vec<RecordSlot> = l.slots(len, payload).collect();
+            let total: usize = slots.iter().map(|s| s.payload.len()).sum();
+            assert_eq!(total, payload);
+            let mut end = 0;
+            for (i, s) in slots.iter().enumerate() {
+                assert!(s.record.start >= end, "no overlap");
+                assert_eq!(s.payload.start % ALIGN, 0);
+                assert_eq!(s.record.start + head + prefix, s.payload.start);
+                assert_eq!(s.record.end, s.payload.end + tail);
+                if i + 1 < slots.len() {
+                    assert_eq!(s.payload.len(), per);
+                }
+                end = s.record.end;
+            }
+            let last = slots.last().unwrap();
+            assert!(last.payload.end.next_multiple_of(ALIGN) <= len);
+            assert!(end <= len);
+        }
+        // A buffer too short for the payload: full aligned payloads only.
+        let slots: Vec<RecordSlot> = l.slots(40_000, usize::MAX).collect();
+        assert!(
+            slots.iter().all(|s| s.payload.len() % ALIGN == 0),
+            "{slots:?}"
+        );
+        assert!(slots.last().unwrap().record.end <= 40_000);
+    }
+}
+
+#[test]
+fn aligned_records_sealed_in_place_and_gathered() {
+    let server = server_config();
+    for suite in [TLS13_SUITES[0], TLS12_SUITES[0]] {
+        let mut p = exchange(&server, suite, &[b"http/1.1"]);
+        let layout = RecordLayout::for_link(&p.link, 0).aligned(4096);
+        let file = body(100 * 1024 + 5);
+        let mut buf = vec![0u8; layout.buffer_len(file.len())];
+        let slots: Vec<RecordSlot> = layout.slots(buf.len(), file.len()).collect();
+        let mut at = 0;
+        for s in &slots {
+            buf[s.payload.clone()].copy_from_slice(&file[at..at + s.payload.len()]);
+            at += s.payload.len();
+        }
+        for s in &slots {
+            p.link
+                .seal_in_place(&mut buf[s.record.clone()], s.plaintext_len)
+                .unwrap();
+            // One iovec per record.
+            p.sent.extend_from_slice(&buf[s.record.clone()]);
+        }
+        p.client_gets().unwrap();
+        assert!(p.client_plain() == file, "{suite:?}");
     }
 }
