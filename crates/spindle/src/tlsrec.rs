@@ -26,6 +26,13 @@
 //! its output buffer (and the records it sealed in place), in order. Both
 //! an io_uring completion loop and an epoll loop can drive it.
 //!
+//! **Invariant (the caller's):** records reach the socket in the order
+//! they were sealed, whether sealed in place or appended to an output
+//! buffer (each carries the next sequence number; a KeyUpdate or an alert
+//! that `receive` appends comes after every record sealed before it).
+//! A loop keeps one queue of segments to send per connection and seals a
+//! segment's records when it joins the queue.
+//!
 //! Hostile input never panics: a bad header, length, MAC, content type,
 //! alert or handshake message ends the link with [`Fatal`], after the
 //! matching alert was put in the output.

@@ -1023,3 +1023,10 @@ fn aligned_records_sealed_in_place_and_gathered() {
         assert!(p.client_plain() == file, "{suite:?}");
     }
 }
+
+/// A worker may own its links on any thread.
+#[test]
+fn a_link_is_send() {
+    fn send<T: Send>() {}
+    send::<TlsLink>();
+}
