@@ -950,6 +950,16 @@ impl TlsLink {
         if let State::Handshaking(conn) = &mut self.state {
             match drive(conn, inbuf, start, out, plain) {
                 Ok(Driven::NeedInput) => return Ok(Progress::Handshaking),
+                // close_notify in the client's last flight, after its
+                // request: the handshake is complete, and the answer can
+                // still go (a half-close).
+                Ok(Driven::PeerClosed) if !conn.is_handshaking() => {
+                    self.take_over()?;
+                    if let State::Open(records) = &mut self.state {
+                        records.receiving = Receiving::PeerClosed;
+                    }
+                    return Ok(Progress::PeerClosed);
+                }
                 Ok(Driven::PeerClosed) => {
                     self.state = State::Closed;
                     return Ok(Progress::PeerClosed);

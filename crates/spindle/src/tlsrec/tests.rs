@@ -1030,3 +1030,36 @@ fn a_link_is_send() {
     fn send<T: Send>() {}
     send::<TlsLink>();
 }
+
+/// A client that sends its request and close_notify with its Finished
+/// still gets its answer.
+#[test]
+fn close_notify_with_the_finished_flight() {
+    let server = server_config();
+    for suite in [TLS13_SUITES[0], TLS13_SUITES[1]] {
+        let mut p = Pair::new(&server, &client_config(suite, &[b"http/1.1"]));
+        let hello = p.client_bytes();
+        assert_eq!(p.server_gets(&hello).unwrap(), Progress::Handshaking);
+        p.client_gets().unwrap();
+        assert!(!p.client.is_handshaking());
+        p.client
+            .writer()
+            .write_all(b"GET / HTTP/1.0\r\n\r\n")
+            .unwrap();
+        p.client.send_close_notify();
+        let flight = p.client_bytes();
+        assert_eq!(p.server_gets(&flight).unwrap(), Progress::PeerClosed);
+        assert_eq!(p.got, b"GET / HTTP/1.0\r\n\r\n");
+        assert!(p.link.is_open());
+        assert_eq!(p.link.alpn(), Some(&b"http/1.1"[..]));
+        p.link
+            .seal_into(&mut p.sent, b"HTTP/1.0 200 OK\r\n\r\nhi")
+            .unwrap();
+        p.link.close_notify(&mut p.sent);
+        p.client_gets().unwrap();
+        let mut v = p.client_plain();
+        assert_eq!(p.client.reader().read_to_end(&mut v).unwrap(), 0);
+        assert_eq!(v, b"HTTP/1.0 200 OK\r\n\r\nhi");
+        assert!(matches!(p.server_gets(b"x"), Err(Fatal::Alert { .. })));
+    }
+}
