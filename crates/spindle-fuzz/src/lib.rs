@@ -17,6 +17,8 @@ const MAX_STEPS: usize = 100_000;
 
 mod h2;
 pub use h2::h2;
+mod tlsrec;
+pub use tlsrec::tlsrec;
 
 /// A little-endian number from up to 8 bytes of `data` at `at` (missing
 /// bytes read as 0).

@@ -81,6 +81,14 @@ fn tls_corpus() {
     replay("tls", spindle_fuzz::tls);
 }
 
+/// spindle's own record layer: its corpus, and the `tls` target's
+/// (handshakes from real clients, and what the fuzzer grew from them).
+#[test]
+fn tlsrec_corpus() {
+    replay("tlsrec", spindle_fuzz::tlsrec);
+    replay("tls", spindle_fuzz::tlsrec);
+}
+
 #[test]
 fn h2_corpus() {
     replay("h2", spindle_fuzz::h2);

@@ -70,3 +70,4 @@ pub mod reload;
 pub mod server;
 pub mod sys;
 pub mod tls;
+pub mod tlsrec;
