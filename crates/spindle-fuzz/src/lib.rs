@@ -593,14 +593,15 @@ fn tls_config() -> std::sync::Arc<rustls::ServerConfig> {
 }
 
 /// Bytes from a client on an HTTPS port, split as the first bytes say,
-/// through the server's TLS glue (`spindle::tls::receive`) into a protocol
+/// through the server's TLS layer (`spindle::conn::tls::Tls`, as both loops
+/// use it) into a protocol
 /// session, whose answers are encrypted back. Checked: no panic, every
 /// batch ends in `Ok`, `Closed` or `Failed` and nothing is fed after
 /// `Failed`, and what the server writes stays bounded.
 pub fn tls(data: &[u8]) {
     let mut split = num(data, 0, 2) | 1;
     let mut rest = data.get(2..).unwrap_or(&[]);
-    let mut conn = rustls::ServerConnection::new(tls_config()).expect("server connection");
+    let mut conn = spindle::conn::tls::Tls::new(&tls_config()).expect("server connection");
     let cfg = SessionConfig::default();
     let mut s = Session::new();
     let mut out = Vec::new();
@@ -608,7 +609,8 @@ pub fn tls(data: &[u8]) {
     while !rest.is_empty() {
         split = xorshift(split);
         let n = 1 + (split as usize % 512).min(rest.len() - 1);
-        let outcome = spindle::tls::receive(&mut conn, &rest[..n], |p| s.feed(p));
+        out.clear();
+        let outcome = conn.receive(&rest[..n], &mut out, |p| s.feed(p));
         rest = &rest[n..];
         // Answer what the session can answer (no file exists here).
         for _ in 0..MAX_STEPS {
@@ -619,24 +621,18 @@ pub fn tls(data: &[u8]) {
                         .opened(&cfg, &req, Err(OpenError::NotFound))
                         .into_response()
                         .expect("a missing file is answered");
-                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.front);
+                    conn.seal(&mut out, &resp.front);
                     s.sent();
                 }
                 Step::List(_) => unreachable!("autoindex is off"),
                 Step::Authenticate(_) => unreachable!("no auth rule"),
                 Step::Respond(resp) => {
-                    let _ = std::io::Write::write_all(&mut conn.writer(), &resp.front);
+                    conn.seal(&mut out, &resp.front);
                     s.sent();
                 }
             }
         }
-        while conn.wants_write() {
-            out.clear();
-            if conn.write_tls(&mut out).is_err() {
-                break;
-            }
-            written += out.len();
-        }
+        written += out.len();
         assert!(
             written <= MAX_TLS_OUT,
             "{written} bytes written for {} in",

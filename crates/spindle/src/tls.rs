@@ -172,7 +172,8 @@ impl Shared {
     }
 }
 
-/// What [`receive`] found in a batch of ciphertext.
+/// What a connection's TLS layer (`conn::tls::Tls::receive`) found in a
+/// batch of ciphertext.
 pub enum Received {
     /// Records processed; any plaintext was handed on (during a handshake,
     /// there is none yet).
@@ -180,41 +181,8 @@ pub enum Received {
     /// The peer closed the TLS session (close_notify).
     Closed,
     /// Not TLS, or a TLS error: the connection must go (an alert, if
-    /// rustls made one, is waiting to be written).
+    /// one was made, is waiting to be written).
     Failed,
-}
-
-/// Feeds ciphertext from the peer into the session `conn` and hands each
-/// piece of decrypted plaintext to `plain`, in order. No I/O, like
-/// `spindle-core`: afterwards the caller writes whatever `conn` wants to
-/// send (handshake records, tickets, an alert). The io-uring backend calls
-/// it for every `RECV`; the fuzz target `tls` drives it with arbitrary
-/// bytes.
-pub fn receive(
-    conn: &mut rustls::ServerConnection,
-    data: &[u8],
-    mut plain: impl FnMut(&[u8]),
-) -> Received {
-    let mut rest = data;
-    let mut buf = [0u8; 4096];
-    while !rest.is_empty() {
-        match conn.read_tls(&mut rest) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(_) => return Received::Failed,
-        }
-        if conn.process_new_packets().is_err() {
-            return Received::Failed;
-        }
-        loop {
-            match std::io::Read::read(&mut conn.reader(), &mut buf) {
-                Ok(0) => return Received::Closed,
-                Ok(n) => plain(&buf[..n]),
-                Err(_) => break, // WouldBlock: no more plaintext now
-            }
-        }
-    }
-    Received::Ok
 }
 
 #[cfg(feature = "aws-lc-rs")]
@@ -314,6 +282,9 @@ fn server_config_with(
     cfg.ignore_client_order = true;
     cfg.session_storage = resumption.storage.clone();
     cfg.ticketer = resumption.ticketer.clone();
+    // After the handshake, spindle's own record layer takes the traffic
+    // keys over (conn::tls, tlsrec), as kTLS would.
+    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 

@@ -21,7 +21,7 @@
 //! KeyUpdate. The configuration must allow that extraction
 //! ([`record_config`]).
 //!
-//! No I/O, like `tls::receive`: the caller appends what it received to an
+//! No I/O: the caller appends what it received to an
 //! input buffer, calls [`TlsLink::receive`], and sends what was appended to
 //! its output buffer (and the records it sealed in place), in order. Both
 //! an io_uring completion loop and an epoll loop can drive it.

@@ -39,6 +39,7 @@ use spindle_core::h2::{ErrorCode, Event, H2Conn, H2Settings, Request};
 use spindle_core::request::Request as CoreRequest;
 use spindle_core::{Fields, Session};
 
+use super::tls::Sink;
 use super::Ticket;
 
 /// Framed bytes [`H2Link::fill`] adds in one call at most; the loop sends
@@ -449,25 +450,26 @@ impl H2Link {
     }
 
     /// Frames what is ready into `out` (control frames and HEADERS first,
-    /// then DATA), up to about [`FILL_BATCH`] bytes; the slots whose
+    /// then DATA), up to about [`FILL_BATCH`] bytes (plaintext, framed into
+    /// a plain connection's buffer or into TLS records); the slots whose
     /// [`Wrote::Later`] plaintext is now framed are pushed to `sent` with
     /// its length, to be reported sent.
-    pub fn fill(&mut self, out: &mut Vec<u8>, sent: &mut Vec<(Ticket, usize)>) {
-        let start = out.len();
+    pub fn fill(&mut self, out: &mut impl Sink, sent: &mut Vec<(Ticket, usize)>) {
+        let start = out.plain_len();
         let ctl = self.conn.out();
         let n = ctl.len().min(FILL_BATCH);
-        out.extend_from_slice(&ctl[..n]);
+        out.put(&ctl[..n]);
         self.conn.advance_out(n);
         while let Some(id) = self.ending.pop_front() {
             if let Some(h) = self.conn.data_frame(id, 0, true) {
-                out.extend_from_slice(&h);
+                out.put(&h);
             }
             self.streams.remove(&id);
         }
         // DATA, one frame per pick; a pick with nothing buffered counts
         // against `misses`, so a round of streams with no bytes ends it.
         let mut misses = 0;
-        while out.len() - start < FILL_BATCH && misses <= self.streams.len() {
+        while out.plain_len() - start < FILL_BATCH && misses <= self.streams.len() {
             let Some(id) = self.conn.next_sendable() else {
                 break;
             };
@@ -488,8 +490,8 @@ impl H2Link {
                 self.streams.remove(&id);
                 continue;
             };
-            out.extend_from_slice(&h);
-            out.extend_from_slice(&s.pending[s.framed..s.framed + len]);
+            out.put(&h);
+            out.put(&s.pending[s.framed..s.framed + len]);
             s.framed += len;
             if s.framed == s.pending.len() {
                 if s.owed > 0 {

@@ -28,6 +28,7 @@ mod life;
 pub mod policy;
 mod serve;
 mod table;
+pub mod tls;
 
 pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerContext};
 pub use life::{Life, Next, Phase, Waiting};

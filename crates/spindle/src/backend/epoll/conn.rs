@@ -144,7 +144,9 @@ impl<M: Mover> Worker<M> {
                     // waits here until ALPN says whose it is.
                     let mut plain = Vec::new();
                     let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
-                    if http2 && tls.alpn_h2() && !c.proto.is_h2() {
+                    // HTTP/2 once the handshake is over: its SETTINGS go
+                    // in records, which need the traffic keys.
+                    if http2 && tls.alpn_h2() && !tls.handshaking() && !c.proto.is_h2() {
                         self.h2_begin(who);
                     }
                     let c = self.conn(who);

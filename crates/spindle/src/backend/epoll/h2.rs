@@ -11,17 +11,72 @@
 //! client for the log and the rules. The connection closes its stream
 //! slots before itself, so the socket closes with the connection.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use spindle_core::h2::H2Settings;
 use spindle_core::request::Request as CoreRequest;
 use spindle_core::Fields;
 
+use super::tls::Filled;
 use super::{Conn, Mover, Worker, READ_TURN_BYTES};
 use crate::conn::h2::{timeout, H2Link, Todo};
 use crate::conn::{Life, Ticket};
 use crate::sys::Stop;
+
+impl H2Conn {
+    /// Writes what waits, then frames and writes until the link has
+    /// nothing ready or the socket is full: `Ok(true)` when it is full.
+    /// Over TLS the frames go straight into records behind the waiting
+    /// ones (one copy of a body byte); on a plain socket, through `out`.
+    fn write_out(
+        &mut self,
+        fd: RawFd,
+        tls: Option<&mut super::EpollTls>,
+        can_write: &mut bool,
+        sent: &mut Vec<(Ticket, usize)>,
+    ) -> Result<bool, Stop> {
+        if let Some(t) = tls {
+            // Records the socket did not take last time go first, also
+            // when no new frame follows them.
+            if t.pending() && !t.flush(fd)? {
+                *can_write = false;
+                return Ok(true);
+            }
+            loop {
+                match t.fill_records(fd, &mut self.link, sent, *can_write)? {
+                    Filled::More => {}
+                    Filled::Empty => return Ok(false),
+                    Filled::Full => {
+                        *can_write = false;
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        loop {
+            if self.out_sent == self.out.len() {
+                self.out.clear();
+                self.out_sent = 0;
+                self.link.fill(&mut self.out, sent);
+                if self.out.is_empty() {
+                    return Ok(false);
+                }
+            }
+            if !*can_write {
+                return Ok(true);
+            }
+            match crate::sys::send_two(fd, &self.out[self.out_sent..], &[], false) {
+                Ok(n) => self.out_sent += n,
+                Err(Stop::Full) => {
+                    *can_write = false;
+                    return Ok(true);
+                }
+                Err(Stop::Fail) => return Err(Stop::Fail),
+            }
+        }
+    }
+}
 
 /// What a slot's socket speaks, or which HTTP/2 stream it serves.
 pub(super) type Proto = crate::conn::h2::Proto<H2Conn>;
@@ -164,55 +219,15 @@ impl<M: Mover> Worker<M> {
                 return;
             };
             let mut sent = Vec::new();
-            let mut full = false;
-            // TLS records the socket did not take last time go first,
-            // also when no new frame follows them.
-            if let Some(t) = c.tls.as_mut() {
-                if t.pending() {
-                    match t.flush(c.fd.as_raw_fd()) {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            c.can_write = false;
-                            full = true;
-                        }
-                        Err(_) => {
-                            self.close(who);
-                            return;
-                        }
-                    }
+            let fd = c.fd.as_raw_fd();
+            let mut full = match h.write_out(fd, c.tls.as_deref_mut(), &mut c.can_write, &mut sent)
+            {
+                Ok(full) => full,
+                Err(_) => {
+                    self.close(who);
+                    return;
                 }
-            }
-            while !full {
-                if h.out_sent == h.out.len() {
-                    h.out.clear();
-                    h.out_sent = 0;
-                    h.link.fill(&mut h.out, &mut sent);
-                    if h.out.is_empty() {
-                        break;
-                    }
-                }
-                if !c.can_write {
-                    full = true;
-                    break;
-                }
-                let mut sock = super::Sock {
-                    fd: c.fd.as_raw_fd(),
-                    tls: c.tls.as_deref_mut(),
-                    h2: None,
-                };
-                match sock.send_two(&h.out[h.out_sent..], &[], false) {
-                    Ok(n) => h.out_sent += n,
-                    Err(Stop::Full) => {
-                        c.can_write = false;
-                        full = true;
-                        break;
-                    }
-                    Err(Stop::Fail) => {
-                        self.close(who);
-                        return;
-                    }
-                }
-            }
+            };
             if h.out_sent == h.out.len() && h.out.capacity() > 4096 && h.link.streams() == 0 {
                 h.out = Vec::new();
             }

@@ -1,11 +1,12 @@
 //! HTTPS on the epoll loop (the posix-aio backend, io-uring's fallback):
-//! a rustls session per connection between the loop's non-blocking socket
-//! calls and the protocol session.
+//! a connection's TLS (`conn::tls`: rustls's handshake, then spindle's own
+//! records) between the loop's non-blocking socket calls and the protocol
+//! session.
 //!
-//! rustls does no I/O. Ciphertext read by `recv` goes through
-//! [`crate::tls::receive`] into the session; a mover hands plaintext to
+//! The TLS layer does no I/O. Ciphertext read by `recv` goes through
+//! [`EpollTls::received`] into the session; a mover hands plaintext to
 //! [`Sock::send_two`] as it would hand it to the socket, and it is
-//! encrypted at once into [`EpollTls::out`] and written as far as the
+//! sealed at once into records in [`EpollTls::out`] and written as far as the
 //! socket takes it. Records the socket would not take wait in `out`, at
 //! most [`TLS_OUT_MAX`] bytes of them: past that a send reports the socket
 //! full, so backpressure is the plain path's. A response counts as done
@@ -14,7 +15,6 @@
 //! File bytes always come through the mover's buffers: `sendfile` cannot
 //! encrypt (no kernel TLS here), so [`Sock::zero_copy`] is false.
 
-use std::io::Write;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -23,13 +23,13 @@ use crate::sys::{send_two, Stop};
 /// Ciphertext one connection may hold unsent before sends report the
 /// socket full (a socket buffer's worth).
 pub const TLS_OUT_MAX: usize = 256 * 1024;
-/// Plaintext taken per [`Sock::send_two`] call (rustls makes 16 KiB
-/// records of it).
+/// Plaintext taken per [`Sock::send_two`] call (sealed into 16 KiB
+/// records).
 const ENCRYPT_STEP: usize = 64 * 1024;
 
 /// One connection's TLS session and the records not yet on the socket.
 pub struct EpollTls {
-    conn: rustls::ServerConnection,
+    pub(super) tls: crate::conn::tls::Tls,
     /// Records to write, from `out_sent` on.
     out: Vec<u8>,
     out_sent: usize,
@@ -37,34 +37,31 @@ pub struct EpollTls {
 
 impl EpollTls {
     pub fn new(cfg: &Arc<rustls::ServerConfig>) -> Result<Box<EpollTls>, rustls::Error> {
-        let mut conn = rustls::ServerConnection::new(cfg.clone())?;
-        // TLS_OUT_MAX bounds what is encrypted ahead of the socket.
-        conn.set_buffer_limit(None);
         Ok(Box::new(EpollTls {
-            conn,
+            tls: crate::conn::tls::Tls::new(cfg)?,
             out: Vec::new(),
             out_sent: 0,
         }))
     }
 
     pub fn handshaking(&self) -> bool {
-        self.conn.is_handshaking()
+        self.tls.handshaking()
     }
 
     /// ALPN chose HTTP/2.
     pub fn alpn_h2(&self) -> bool {
-        self.conn.alpn_protocol() == Some(b"h2")
+        self.tls.alpn_h2()
     }
 
     /// The handshake is over and ALPN did not choose HTTP/2: plaintext is
     /// HTTP/1.1 from now on.
     pub fn settled_http1(&self) -> bool {
-        !self.conn.is_handshaking() && !self.alpn_h2()
+        self.tls.settled_http1()
     }
 
     /// Records wait to be written.
     pub fn pending(&self) -> bool {
-        self.out_sent < self.out.len() || self.conn.wants_write()
+        self.out_sent < self.out.len()
     }
 
     /// Ciphertext from the peer: plaintext to `plain`, then whatever rustls
@@ -75,7 +72,7 @@ impl EpollTls {
         data: &[u8],
         plain: impl FnMut(&[u8]),
     ) -> crate::tls::Received {
-        let outcome = crate::tls::receive(&mut self.conn, data, plain);
+        let outcome = self.tls.receive(data, &mut self.out, plain);
         if self.flush(fd).is_err() {
             return crate::tls::Received::Failed;
         }
@@ -85,18 +82,13 @@ impl EpollTls {
     /// Queues close_notify and writes it if the socket takes it now (a
     /// closing connection does not wait for it).
     pub fn close_notify(&mut self, fd: RawFd) {
-        self.conn.send_close_notify();
+        self.tls.close_notify(&mut self.out);
         let _ = self.flush(fd);
     }
 
-    /// Moves rustls's records behind the waiting ones and writes as much as
-    /// the socket takes: `Ok(true)` when nothing waits any more.
+    /// Writes as much of the waiting records as the socket takes:
+    /// `Ok(true)` when nothing waits any more.
     pub fn flush(&mut self, fd: RawFd) -> Result<bool, Stop> {
-        while self.conn.wants_write() {
-            if self.conn.write_tls(&mut self.out).is_err() {
-                break;
-            }
-        }
         while self.out_sent < self.out.len() {
             match send_two(fd, &self.out[self.out_sent..], &[], false) {
                 Ok(n) => self.out_sent += n,
@@ -120,8 +112,7 @@ impl EpollTls {
         for s in [a, b] {
             let part = &s[..s.len().min(ENCRYPT_STEP - taken)];
             if !part.is_empty() {
-                // With no buffer limit, rustls takes all of it.
-                if self.conn.writer().write_all(part).is_err() {
+                if !self.tls.seal(&mut self.out, part) {
                     return Err(Stop::Fail);
                 }
                 taken += part.len();
@@ -129,6 +120,49 @@ impl EpollTls {
         }
         self.flush(fd)?;
         Ok(taken)
+    }
+}
+
+/// What [`EpollTls::fill_records`] did.
+pub enum Filled {
+    /// Records were made and all written: fill again.
+    More,
+    /// Nothing was framed: the link has nothing ready.
+    Empty,
+    /// Records wait for the socket (or it said it was full before).
+    Full,
+}
+
+impl EpollTls {
+    /// An HTTP/2 connection's frames, framed straight into records behind
+    /// the waiting ones (once fewer than [`TLS_OUT_MAX`] bytes wait), then
+    /// written as far as the socket takes them. `can_write`: the socket
+    /// has not said it is full since its last `EPOLLOUT`.
+    pub fn fill_records(
+        &mut self,
+        fd: RawFd,
+        link: &mut crate::conn::h2::H2Link,
+        sent: &mut Vec<(crate::conn::Ticket, usize)>,
+        can_write: bool,
+    ) -> Result<Filled, Stop> {
+        if self.out.len() - self.out_sent >= TLS_OUT_MAX {
+            return Ok(Filled::Full);
+        }
+        let before = self.out.len();
+        let mut records = self.tls.records(&mut self.out);
+        link.fill(&mut records, sent);
+        if !records.finish() {
+            return Err(Stop::Fail);
+        }
+        let made = self.out.len() > before;
+        if !can_write {
+            return Ok(if made { Filled::Full } else { Filled::Empty });
+        }
+        match self.flush(fd)? {
+            false => Ok(Filled::Full),
+            true if made => Ok(Filled::More),
+            true => Ok(Filled::Empty),
+        }
     }
 }
 

@@ -344,14 +344,17 @@ impl Worker {
             match c.tls.as_mut() {
                 Some(tls) => {
                     // At most two batches of records: one in flight, one
-                    // queued behind it.
+                    // queued behind it. The frames are written straight
+                    // into records (one copy of a body byte, from its
+                    // stream's bytes into the record sealed in place).
                     if !tls.records_queued() {
-                        // `out` is the batch here (plain connections send
-                        // from it); the records are a copy.
-                        io.out.clear();
-                        io.link.fill(&mut io.out, &mut sent);
-                        tls.encrypt(&io.out);
-                        io.out.clear();
+                        let (dst, t) = tls.dst();
+                        let mut records = t.records(dst);
+                        io.link.fill(&mut records, &mut sent);
+                        if !records.finish() {
+                            self.begin_close(slot, false);
+                            break;
+                        }
                     }
                     self.tls_flush(slot);
                 }

@@ -1,15 +1,17 @@
-//! HTTPS on the ring: a rustls session per connection, fed by the ring's
-//! `RECV`s and drained by its `SEND`s.
+//! HTTPS on the ring: a connection's TLS (`conn::tls`: rustls's handshake,
+//! then spindle's own records), fed by the ring's `RECV`s and drained by
+//! its `SEND`s.
 //!
-//! rustls does no I/O: ciphertext goes in by `read_tls` (from the receive
-//! buffer a `RECV` filled) and out by `write_tls` (into a buffer a `SEND`
-//! then sends), so every socket operation stays in the ring and the worker
-//! still never waits. The protocol loop does not change: plaintext from
-//! rustls is fed to the session as plain bytes would be. A response's head
-//! and body go through [`Worker::send_plain`] instead of a plain `SEND`: the
-//! bytes are encrypted at once into [`TlsState::out`] and sent by
-//! `Op::TlsSend`. The records are a copy, so the chunk buffer is free again
-//! at once and the next chunk's `READ` overlaps their `SEND`; a connection
+//! The TLS layer does no I/O: ciphertext goes in from the receive buffer a
+//! `RECV` filled, and records come out into a buffer a `SEND` then sends,
+//! so every socket operation stays in the ring and the worker still never
+//! waits. The protocol loop does not change: plaintext is fed to the
+//! session as plain bytes would be. A response's head and body go through
+//! [`Worker::send_plain`] instead of a plain `SEND`: the bytes are sealed
+//! at once into records in [`TlsState::out`] (one copy, encrypted in place
+//! there) and sent by `Op::TlsSend`. The records are a copy, so the chunk
+//! buffer is free again at once and the next chunk's `READ` overlaps their
+//! `SEND`; a connection
 //! holds at most two chunks of records (one in flight, one queued behind
 //! it), and a response finishes only once its last record is out.
 //! File bytes always come through a chunk buffer (`READ`, or `O_DIRECT`):
@@ -22,7 +24,6 @@
 //! The epoll loop's HTTPS (posix-aio) is `backend/epoll/tls.rs`. Not yet:
 //! kTLS.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use io_uring::{opcode, types};
@@ -30,12 +31,9 @@ use io_uring::{opcode, types};
 use super::ring::Op;
 use super::Worker;
 
-/// Plaintext handed to rustls per `write` call (its records are 16 KiB).
-const ENCRYPT_STEP: usize = 64 * 1024;
-
 /// One connection's TLS session and its outgoing ciphertext.
 pub(super) struct TlsState {
-    conn: rustls::ServerConnection,
+    pub(super) tls: crate::conn::tls::Tls,
     /// Ciphertext a `SEND` is sending (from `out_sent`): never changed while
     /// that `SEND` is in flight, so the kernel reads stable memory.
     out: Vec<u8>,
@@ -54,11 +52,8 @@ pub(super) struct TlsState {
 
 impl TlsState {
     pub(super) fn new(cfg: &Arc<rustls::ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
-        let mut conn = rustls::ServerConnection::new(cfg.clone())?;
-        // Our own chunk size bounds what is encrypted at once.
-        conn.set_buffer_limit(None);
         Ok(Box::new(TlsState {
-            conn,
+            tls: crate::conn::tls::Tls::new(cfg)?,
             out: Vec::new(),
             out_sent: 0,
             queued: Vec::new(),
@@ -69,13 +64,13 @@ impl TlsState {
     }
 
     pub(super) fn handshaking(&self) -> bool {
-        self.conn.is_handshaking()
+        self.tls.handshaking()
     }
 
     /// The handshake is over and ALPN did not choose HTTP/2: plaintext is
     /// HTTP/1.1 from now on.
     pub(super) fn settled_http1(&self) -> bool {
-        !self.conn.is_handshaking() && self.conn.alpn_protocol() != Some(b"h2")
+        self.tls.settled_http1()
     }
 
     /// An `Op::TlsSend` is in flight.
@@ -93,29 +88,23 @@ impl TlsState {
         !self.queued.is_empty()
     }
 
-    /// Encrypts `plain` into records behind the ones already waiting.
-    pub(super) fn encrypt(&mut self, plain: &[u8]) {
-        for step in plain.chunks(ENCRYPT_STEP) {
-            // With no buffer limit, rustls takes all of it.
-            let _ = self.conn.writer().write_all(step);
-            self.take_records();
-        }
-    }
-
-    /// Moves rustls's pending records behind the ones already waiting: into
-    /// `queued` while `out` is in flight or `queued` holds records (which go
-    /// after `out`'s), else into `out`.
-    fn take_records(&mut self) {
+    /// Where new records go, behind the ones already waiting: `queued`
+    /// while `out` is in flight or `queued` holds records (which go after
+    /// `out`'s), else `out`. With it, the TLS layer.
+    pub(super) fn dst(&mut self) -> (&mut Vec<u8>, &mut crate::conn::tls::Tls) {
         let dst = if self.sending || !self.queued.is_empty() {
             &mut self.queued
         } else {
             &mut self.out
         };
-        while self.conn.wants_write() {
-            if self.conn.write_tls(dst).is_err() {
-                break;
-            }
-        }
+        (dst, &mut self.tls)
+    }
+
+    /// Seals `plain` into records behind the ones already waiting.
+    /// `false`: the link is over; close the connection.
+    pub(super) fn encrypt(&mut self, plain: &[u8]) -> bool {
+        let (dst, tls) = self.dst();
+        tls.seal(dst, plain)
     }
 }
 
@@ -139,15 +128,19 @@ impl Worker {
         if tls.settled_http1() {
             // HTTPS/1.1's every request: straight into the session.
             let session = &mut c.life.session;
-            let outcome = crate::tls::receive(&mut tls.conn, data, |p| session.feed(p));
+            let (dst, t) = tls.dst();
+            let outcome = t.receive(data, dst, |p| session.feed(p));
             self.tls_flush(slot);
             return outcome;
         }
         // During the handshake the plaintext that may follow it in the
         // same bytes waits here until ALPN says whose it is.
         let mut plain = Vec::new();
-        let outcome = crate::tls::receive(&mut tls.conn, data, |p| plain.extend_from_slice(p));
-        let h2 = tls.conn.alpn_protocol() == Some(b"h2");
+        let (dst, t) = tls.dst();
+        let outcome = t.receive(data, dst, |p| plain.extend_from_slice(p));
+        // HTTP/2 once the handshake is over: its SETTINGS go in records,
+        // which need the traffic keys.
+        let h2 = tls.tls.alpn_h2() && !tls.tls.handshaking();
         self.tls_flush(slot);
         if h2 && !self.conn(slot).proto.is_h2() {
             self.h2_begin(slot);
@@ -184,10 +177,8 @@ impl Worker {
         };
         let tls = c.tls.as_mut().expect("TLS connection");
         debug_assert_eq!(tls.plain_pending, 0, "one plaintext send at a time");
-        for step in plain.chunks(ENCRYPT_STEP) {
-            // With no buffer limit, rustls takes all of it.
-            let _ = tls.conn.writer().write_all(step);
-            tls.take_records();
+        if !tls.encrypt(plain) {
+            return self.abort(slot);
         }
         let n = plain.len();
         let early = tls.queued.is_empty();
@@ -205,7 +196,6 @@ impl Worker {
         let c = self.conns.live_at(slot);
         let fd = c.fd;
         let tls = c.tls.as_mut().expect("TLS connection");
-        tls.take_records();
         if tls.sending {
             return;
         }
@@ -240,8 +230,7 @@ impl Worker {
         }
         tls.out.clear();
         tls.out_sent = 0;
-        tls.conn.send_close_notify();
-        tls.take_records();
+        tls.tls.close_notify(&mut tls.out);
         if tls.out.is_empty() {
             return;
         }
