@@ -156,6 +156,23 @@ pub enum Fatal {
     NotOpen,
 }
 
+impl std::fmt::Display for Fatal {
+    /// One line for the error log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fatal::Handshake(e) => write!(f, "TLS handshake: {e}"),
+            Fatal::Alert { alert, why } => write!(f, "TLS: {why} ({alert:?} sent)"),
+            Fatal::PeerAlert(alert) => write!(f, "TLS: the peer sent {alert:?}"),
+            Fatal::Overflow => write!(f, "TLS: over {MAX_INBUF_BYTES} bytes of input buffered"),
+            Fatal::KeysWornOut => write!(f, "TLS 1.2: the suite's record limit was reached"),
+            Fatal::Misuse(why) => write!(f, "TLS record layer misused: {why}"),
+            Fatal::NotOpen => write!(f, "TLS: the link is not open"),
+        }
+    }
+}
+
+impl std::error::Error for Fatal {}
+
 /// How records are framed, which fixes the room around the plaintext.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Framing {

@@ -469,6 +469,10 @@ fn flipped_bit_is_bad_record_mac() {
                 "{suite:?} {at}: {e:?}"
             );
             assert_eq!(
+                e.to_string(),
+                "TLS: a record failed authentication (BadRecordMac sent)"
+            );
+            assert_eq!(
                 alert_of(p.client_gets().unwrap_err()),
                 AlertDescription::BadRecordMac
             );
