@@ -147,14 +147,34 @@ pub enum Fatal {
     PeerAlert(AlertDescription),
     /// More than [`MAX_INBUF_BYTES`] of ciphertext left buffered.
     Overflow,
-    /// A TLS 1.2 link reached its suite's confidentiality limit (TLS 1.2
-    /// has no KeyUpdate): close_notify is in the output.
+    /// The sending key reached its suite's confidentiality limit: on TLS
+    /// 1.2, which has no KeyUpdate (close_notify is in the output), or on
+    /// TLS 1.3 by sealing in place with no
+    /// [`rekey_if_due`](TlsLink::rekey_if_due) for
+    /// [`KEY_UPDATE_MARGIN`] records.
     KeysWornOut,
     /// The caller's mistake: a record too long or without its room.
     Misuse(&'static str),
     /// The link had already ended, or is still in its handshake.
     NotOpen,
 }
+
+impl std::fmt::Display for Fatal {
+    /// One line for the error log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fatal::Handshake(e) => write!(f, "TLS handshake: {e}"),
+            Fatal::Alert { alert, why } => write!(f, "TLS: {why} ({alert:?} sent)"),
+            Fatal::PeerAlert(alert) => write!(f, "TLS: the peer sent {alert:?}"),
+            Fatal::Overflow => write!(f, "TLS: over {MAX_INBUF_BYTES} bytes of input buffered"),
+            Fatal::KeysWornOut => write!(f, "TLS: the sending key reached its record limit"),
+            Fatal::Misuse(why) => write!(f, "TLS record layer misused: {why}"),
+            Fatal::NotOpen => write!(f, "TLS: the link is not open"),
+        }
+    }
+}
+
+impl std::error::Error for Fatal {}
 
 /// How records are framed, which fixes the room around the plaintext.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +278,10 @@ impl Sealer {
         let rec = rec
             .get_mut(..total)
             .ok_or(Fatal::Misuse("no room around the plaintext"))?;
+        if self.keys.seq == u64::MAX {
+            // The next record could not have a number of its own.
+            return Err(Fatal::KeysWornOut);
+        }
         let nonce = self.keys.nonce();
         let body = (total - HEADER_LEN) as u16;
         let outer = match self.framing {
@@ -393,6 +417,10 @@ impl Opener {
             "the receive sequence number wrapped",
         ))?;
         let (typ, plain) = match self.framing {
+            // Padding included, at most 2^14 + 1 (RFC 8446 5.4).
+            Framing::Tls13 if sealed_len > MAX_PLAINTEXT + INNER_TYPE_LEN => {
+                return Err((AlertDescription::RecordOverflow, "an oversized plaintext"))
+            }
             Framing::Tls13 => inner_plaintext(&rec[head..head + sealed_len]).ok_or((
                 AlertDescription::UnexpectedMessage,
                 "a TLS 1.3 record with no content type",
@@ -491,7 +519,9 @@ fn records(
 
 impl Records {
     /// Reads the whole records in `inbuf[*start..]`, moving `start` past
-    /// them.
+    /// them. Anything after the peer's close_notify fails the link (RFC
+    /// 8446 6.1 would ignore it; a client that goes on sending after its
+    /// close is broken or hostile, and nothing it sends can be acted on).
     fn receive(
         &mut self,
         inbuf: &mut [u8],

@@ -469,6 +469,10 @@ fn flipped_bit_is_bad_record_mac() {
                 "{suite:?} {at}: {e:?}"
             );
             assert_eq!(
+                e.to_string(),
+                "TLS: a record failed authentication (BadRecordMac sent)"
+            );
+            assert_eq!(
                 alert_of(p.client_gets().unwrap_err()),
                 AlertDescription::BadRecordMac
             );
@@ -604,6 +608,30 @@ fn hostile_records_are_fatal_with_the_right_alert() {
             });
         }
     }
+}
+
+/// TLS 1.3 padding: stripped, up to an inner plaintext of 2^14 + 1.
+#[test]
+fn tls13_padding_is_stripped_and_bounded() {
+    let server = server_config();
+    // `record(0, ..)` puts a zero after the data: the inner plaintext is
+    // the content, its type, then zeros.
+    let padded = |content: &[u8], inner_len: usize| {
+        let mut v = content.to_vec();
+        v.push(CT_APPLICATION_DATA);
+        v.resize(inner_len - 1, 0);
+        v
+    };
+    let (mut link, mut f) = forger(exchange(&server, TLS13_SUITES[0], &[b"h2"]));
+    let bytes = f.record(0, &padded(b"padded", MAX_PLAINTEXT + 1));
+    let (mut inbuf, mut out, mut got) = (bytes, Vec::new(), Vec::new());
+    let r = link.receive(&mut inbuf, &mut out, |d| got.extend_from_slice(d));
+    assert_eq!(r.unwrap(), Progress::Open);
+    assert_eq!(got, b"padded");
+    let got = fatal_alert_for(&server, TLS13_SUITES[0], |f| {
+        f.record(0, &padded(b"padded", MAX_PLAINTEXT + 2))
+    });
+    assert_eq!(got, AlertDescription::RecordOverflow);
 }
 
 /// A TLS 1.3 inner plaintext of only zeros has no content type.
