@@ -26,11 +26,6 @@ mod tls;
 
 use clap::{Parser, Subcommand};
 
-/// The server's allocator, as in `spindle` (the harness runs the server
-/// through its library, `__spindle`).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(name = "spindle-bench", version, about = "spindle's benchmark suite")]
 struct Cli {

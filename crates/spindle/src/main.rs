@@ -1,9 +1,5 @@
 use clap::Parser;
 
-/// mimalloc: see the workspace's Cargo.toml.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     let cli = spindle::config::Cli::parse();
     let result = spindle::config::Config::from_cli(cli).and_then(spindle::server::run);
