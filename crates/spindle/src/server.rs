@@ -213,7 +213,7 @@ fn load_tls(
         Err(e) => format!("no kernel TLS ({e})"),
     };
     crate::info!(
-        "HTTPS: {path}; records are encrypted in user space (rustls), bodies read into buffers"
+        "HTTPS: {path}; rustls runs the handshake, spindle seals the records in user space, bodies read into buffers"
     );
     Ok(Some(Arc::new(shared)))
 }
