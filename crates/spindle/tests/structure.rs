@@ -19,7 +19,6 @@ const MAX_LINES: usize = 100;
 const ALLOWED: &[(&str, &str)] = &[
     ("backend/epoll/conn.rs", "recv_once"),
     ("backend/linux_aio.rs", "pump"),
-    ("backend/uring/h2.rs", "h2_flush"),
     ("backend/uring/read.rs", "on_read"),
     ("backend/uring/tx.rs", "send_ready"),
 ];

@@ -33,7 +33,7 @@ use spindle_core::Fields;
 use super::ring::Op;
 use super::{Conn, Worker};
 use crate::conn::h2::{H2Link, Todo, Wrote};
-use crate::conn::{Life, Phase};
+use crate::conn::{Life, Phase, Ticket};
 
 /// The frame buffer an HTTP/2 connection keeps while it has no stream
 /// (it grows to a batch, `conn::h2::FILL_BATCH`, while streams send).
@@ -334,51 +334,15 @@ impl Worker {
             if matches!(c.life.phase, Phase::Closing | Phase::Lingering) {
                 break;
             }
-            let fd = c.fd;
             let Proto::H2(io) = &mut c.proto else {
                 unreachable!()
             };
             io.again = false;
-            let mut sent = Vec::new();
             let ms = self.now.saturating_duration_since(io.born).as_millis() as u64;
-            match c.tls.as_mut() {
-                Some(tls) => {
-                    // At most two batches of records: one in flight, one
-                    // queued behind it. The frames are written straight
-                    // into records (one copy of a body byte, from its
-                    // stream's bytes into the record sealed in place).
-                    if !tls.records_queued() {
-                        let (dst, t) = tls.dst();
-                        let mut records = t.records(dst);
-                        io.link.fill(&mut records, &mut sent);
-                        if !records.finish() {
-                            self.begin_close(slot, false);
-                            break;
-                        }
-                    }
-                    self.tls_flush(slot);
-                }
-                None => {
-                    if !io.sending {
-                        io.out.clear();
-                        io.out_sent = 0;
-                        io.link.fill(&mut io.out, &mut sent);
-                        if !io.out.is_empty() {
-                            io.sending = true;
-                            // `out` lives in the connection's boxed H2Io,
-                            // untouched until this SEND completes.
-                            let sqe = opcode::Send::new(
-                                types::Fd(fd),
-                                io.out.as_ptr(),
-                                io.out.len() as u32,
-                            )
-                            .flags(libc::MSG_NOSIGNAL)
-                            .build();
-                            self.push_conn(slot, Op::H2Send, sqe);
-                        }
-                    }
-                }
-            }
+            let Some(sent) = self.h2_frame_out(slot) else {
+                self.begin_close(slot, false);
+                break;
+            };
             // Input held back while `out` was full, and the connection's
             // events (a Close once a drained connection's streams end).
             let c = self.conns.live_at(slot);
@@ -421,6 +385,48 @@ impl Worker {
         } else if starved {
             self.arm_recv(slot);
         }
+    }
+
+    /// One batch of frames on its way: over TLS written straight into
+    /// records (at most two batches, one in flight and one queued; a body
+    /// byte is copied once, from its stream's bytes into the record sealed
+    /// in place), else into `out` and sent by one `SEND` if none is in
+    /// flight. Returns the stream slots whose bytes are now framed; `None`
+    /// when the TLS link is over (the connection must close).
+    fn h2_frame_out(&mut self, slot: u32) -> Option<Vec<(Ticket, usize)>> {
+        let c = self.conns.live_at(slot);
+        let fd = c.fd;
+        let Proto::H2(io) = &mut c.proto else {
+            unreachable!()
+        };
+        let mut sent = Vec::new();
+        if let Some(tls) = c.tls.as_mut() {
+            if !tls.records_queued() {
+                let (dst, t) = tls.dst();
+                let mut records = t.records(dst);
+                io.link.fill(&mut records, &mut sent);
+                if !records.finish() {
+                    return None;
+                }
+            }
+            self.tls_flush(slot);
+            return Some(sent);
+        }
+        if !io.sending {
+            io.out.clear();
+            io.out_sent = 0;
+            io.link.fill(&mut io.out, &mut sent);
+            if !io.out.is_empty() {
+                io.sending = true;
+                // `out` lives in the connection's boxed H2Io, untouched
+                // until this SEND completes.
+                let sqe = opcode::Send::new(types::Fd(fd), io.out.as_ptr(), io.out.len() as u32)
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build();
+                self.push_conn(slot, Op::H2Send, sqe);
+            }
+        }
+        Some(sent)
     }
 
     /// A `SEND` of frames completed.
