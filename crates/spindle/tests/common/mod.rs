@@ -531,13 +531,27 @@ impl H2Got {
     }
 }
 
-/// A port nothing listens on now (bound and released).
+/// The first port `free_port` hands out lies below the kernel's ephemeral
+/// range (32768-60999 by default), so that no `bind(:0)` and no outgoing
+/// connection (curl's, pebble's, another test's server) can take it
+/// between the test choosing it and the server binding it.
+const FIXED_PORTS: std::ops::Range<u32> = 12_000..32_000;
+static NEXT_PORT: AtomicU64 = AtomicU64::new(0);
+
+/// A port nothing listens on now (bound and released), from outside the
+/// ephemeral range and never handed out twice by this test process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let span = (FIXED_PORTS.end - FIXED_PORTS.start) as u64;
+    // Each test binary starts at its own offset, should two run at once.
+    let base = (std::process::id() as u64 * 7919) % span;
+    for _ in 0..span {
+        let n = NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = (FIXED_PORTS.start as u64 + (base + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIXED_PORTS:?}");
 }
 
 /// A small, locked receive buffer, so that the server cannot queue the
