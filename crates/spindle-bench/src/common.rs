@@ -26,7 +26,8 @@ pub struct CommonArgs {
     /// Where the data sets live (made by `mkfiles` if missing).
     #[arg(long, default_value = "/var/tmp/spindle-bench-data")]
     pub data: PathBuf,
-    /// Servers to compare, comma-separated.
+    /// Servers to compare, comma-separated; `spindle-BACKEND@PATH` runs
+    /// another build's `spindle` binary (a baseline in the same run).
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_SERVERS)]
     pub servers: Vec<String>,
     /// Interleaved rounds (A B C, A B C, ...).

@@ -16,8 +16,7 @@ pub fn h2_only(
     notes: &mut Vec<String>,
 ) -> Result<()> {
     servers.retain(|(s, _)| {
-        let ok =
-            !matches!(s, crate::servers::Server::Spindle(b) if b != "io-uring" && b != "posix-aio");
+        let ok = !matches!(s.spindle_backend(), Some(b) if b != "io-uring" && b != "posix-aio");
         if !ok {
             notes.push(format!("{} skipped: it serves HTTP/1.1 only", s.name()));
         }

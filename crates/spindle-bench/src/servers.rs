@@ -130,7 +130,18 @@ pub enum Server {
 impl Server {
     pub fn parse(name: &str) -> Result<Server> {
         if let Some(b) = name.strip_prefix("spindle-") {
-            if SPINDLE_BACKENDS.contains(&b) {
+            // `spindle-BACKEND@PATH`: another build's `spindle` binary (a
+            // baseline measured in the same run).
+            let (backend, at) = match b.split_once('@') {
+                Some((b, p)) => (b, Some(p)),
+                None => (b, None),
+            };
+            if SPINDLE_BACKENDS.contains(&backend) {
+                if let Some(p) = at {
+                    if !Path::new(p).is_file() {
+                        bail!("server {name:?}: no spindle binary at {p}");
+                    }
+                }
                 return Ok(Server::Spindle(b.to_string()));
             }
         }
@@ -146,9 +157,32 @@ impl Server {
         }
     }
 
+    /// A spindle server's backend (without a baseline's `@PATH`).
+    pub fn spindle_backend(&self) -> Option<&str> {
+        match self {
+            Server::Spindle(b) => Some(b.split_once('@').map_or(b.as_str(), |(b, _)| b)),
+            _ => None,
+        }
+    }
+
+    /// A baseline spindle's backend and binary (`spindle-BACKEND@PATH`).
+    fn spindle_at(&self) -> Option<(&str, &str)> {
+        match self {
+            Server::Spindle(b) => b.split_once('@'),
+            _ => None,
+        }
+    }
+
     pub fn name(&self) -> String {
         match self {
-            Server::Spindle(b) => format!("spindle-{b}"),
+            Server::Spindle(b) => match b.split_once('@') {
+                // A baseline build: named by its binary's file name.
+                Some((b, p)) => {
+                    let file = Path::new(p).file_name().unwrap_or_default();
+                    format!("spindle-{b}@{}", file.to_string_lossy())
+                }
+                None => format!("spindle-{b}"),
+            },
             Server::NginxSendfile => "nginx-sendfile".into(),
             Server::NginxAioThreads => "nginx-aio-threads".into(),
             Server::Lighttpd => "lighttpd".into(),
@@ -167,6 +201,9 @@ impl Server {
 
     /// The installed version, or why the server cannot run here.
     pub fn version(&self) -> std::result::Result<String, String> {
+        if let Some((_, path)) = self.spindle_at() {
+            return Ok(format!("spindle at {path}"));
+        }
         match self.program() {
             None => Ok(format!("spindle {}", env!("CARGO_PKG_VERSION"))),
             Some(p) => {
@@ -256,15 +293,21 @@ impl Running {
         let w = setup.workers.max(1);
         let mut argv: Vec<String> = match server {
             Server::Spindle(backend) => {
-                let exe = std::env::current_exe().context("finding spindle-bench's own path")?;
-                let mut a = vec![
-                    exe.display().to_string(),
-                    "__spindle".into(),
+                let mut a = match backend.split_once('@') {
+                    Some((_, path)) => vec![path.to_string()],
+                    None => {
+                        let exe =
+                            std::env::current_exe().context("finding spindle-bench's own path")?;
+                        vec![exe.display().to_string(), "__spindle".into()]
+                    }
+                };
+                let backend = server.spindle_backend().expect("a spindle server");
+                a.extend([
                     "--backend".into(),
-                    backend.clone(),
+                    backend.to_string(),
                     "--workers".into(),
                     w.to_string(),
-                ];
+                ]);
                 match &setup.tls {
                     None => a.extend(["--listen".into(), format!("127.0.0.1:{port}")]),
                     Some(t) => a.extend([
@@ -514,5 +557,24 @@ ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\nserver.feature-flags += (\"server.h2
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_baseline_build_is_named_by_its_binary_and_keeps_its_backend() {
+        let s = Server::parse("spindle-io-uring@/bin/true").unwrap();
+        assert_eq!(s.name(), "spindle-io-uring@true");
+        assert_eq!(s.spindle_backend(), Some("io-uring"));
+        assert_eq!(s.version().unwrap(), "spindle at /bin/true");
+        let plain = Server::parse("spindle-posix-aio").unwrap();
+        assert_eq!(plain.name(), "spindle-posix-aio");
+        assert_eq!(plain.spindle_backend(), Some("posix-aio"));
+        let err = Server::parse("spindle-io-uring@/no/such/spindle").unwrap_err();
+        assert!(err.to_string().contains("no spindle binary"), "{err}");
+        assert!(Server::parse("spindle-nope@/bin/true").is_err());
     }
 }

@@ -439,6 +439,18 @@ impl H2Conn {
         }
     }
 
+    /// Bytes of DATA `stream_id` may send before it needs a
+    /// WINDOW_UPDATE: the lesser of its window and the connection's
+    /// (0 for a stream that is gone).
+    pub fn send_window(&self, stream_id: u32) -> usize {
+        match self.streams.get(&stream_id) {
+            Some(s) if !self.is_closed() => {
+                s.send_window.min(self.conn_send_window).max(0) as usize
+            }
+            _ => 0,
+        }
+    }
+
     /// A DATA frame of `len` bytes on `stream_id`: debits the windows and
     /// returns the 9-byte frame header. The driver writes `out` first,
     /// then this header and then exactly `len` bytes of the body.

@@ -262,6 +262,93 @@ impl LinuxAio {
         self.shm.punch(slot as u64 * self.slot_size, self.slot_size);
     }
 
+    /// Pump step 1: the head (corked), then the slot's bytes by
+    /// `sendfile` from the shared memory, as far as the allowance and the
+    /// socket take them. The bytes sent, or how the response goes on.
+    fn send_slot(&mut self, sock: &mut Sock, tx: &mut Tx, st: &mut State) -> Result<u64, Progress> {
+        if tx.left == 0 {
+            epoll::last_bytes_ok(tx)?;
+        }
+        if tx.budget == 0 {
+            // --limit-rate: this turn's allowance is spent.
+            return Err(Progress::Yield);
+        }
+        epoll::send_head(sock, tx, true).map_err(Progress::from)?;
+        let mut off = st.data_off;
+        let want = st.data_left.min(tx.budget);
+        let n = match crate::sys::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, want) {
+            Ok(0) => return Err(Progress::Fail),
+            Ok(n) => n as u64,
+            Err(libc::EAGAIN) => return Err(Progress::SocketFull),
+            Err(_) => return Err(Progress::Fail),
+        };
+        st.dirty = true;
+        st.data_off += n;
+        st.data_left -= n;
+        tx.body_sent += n;
+        tx.budget = tx.budget.saturating_sub(n);
+        if st.data_left == 0 {
+            let slot = st.slot.expect("slot with data");
+            if tx.left > 0 && self.waiters.is_empty() {
+                // Keep it for the next chunk, cleaned.
+                self.punch(slot);
+            } else {
+                st.slot = None;
+                self.free_slot(slot, st.dirty);
+            }
+            st.dirty = false;
+        }
+        Ok(n)
+    }
+
+    /// Pump step 3b: an `O_DIRECT` read of the next chunk into `slot`,
+    /// submitted to the AIO context; its completion goes on.
+    fn read_slot(&mut self, who: Ticket, tx: &mut Tx, st: &mut State, slot: u32) -> Progress {
+        st.slot = Some(slot);
+        let fd = Self::read_fd(tx, st);
+        let aligned = tx.off & !(DIO_ALIGN - 1);
+        let skew = tx.off - aligned;
+        let want = tx.left.min(self.slot_size - skew);
+        let len = (skew + want).div_ceil(DIO_ALIGN) * DIO_ALIGN;
+        debug_assert!(len <= self.slot_size);
+        let start = slot as u64 * self.slot_size;
+        // SAFETY: `start + len` lies inside the mapping (slot < slots,
+        // len <= slot_size), so the pointer stays in bounds.
+        let buf = unsafe { self.shm.base.add(start as usize) };
+        let mut cb = [Iocb::pread(fd, buf, len as usize, aligned, slot as u64)
+            .with_resfd(self.efd.as_raw_fd())];
+        tx.outcome = "direct";
+        // SAFETY: the kernel writes `len` bytes at `buf`, inside the
+        // slot this response holds; the slot is not handed out again
+        // until the read's completion has been reaped (`owner`), and the
+        // mapping outlives the context (field drop order), whose
+        // io_destroy waits for reads in flight.
+        match unsafe { self.ctx.submit(&mut cb) } {
+            Ok(1) => {}
+            Ok(_) => {
+                crate::error!("io_submit accepted no read; closing the connection");
+                return Progress::Fail;
+            }
+            Err(e) => {
+                crate::error!("io_submit failed: {e}; closing the connection");
+                return Progress::Fail;
+            }
+        }
+        self.owner[slot as usize] = Some(who);
+        self.inflight += 1;
+        // A clock read per disk read (vDSO, no system call).
+        self.started[slot as usize] = Instant::now();
+        self.metrics.disk_read(if st.direct.is_some() {
+            ReadMode::Direct
+        } else {
+            ReadMode::PageCache
+        });
+        st.reading = true;
+        st.skew = skew;
+        st.want = want;
+        Progress::Waiting
+    }
+
     /// The descriptor to read `tx`'s file through: its `O_DIRECT` reopen,
     /// or the buffered original where the file system refuses `O_DIRECT`.
     fn read_fd(tx: &Tx, st: &mut State) -> RawFd {
@@ -382,45 +469,9 @@ impl Mover for LinuxAio {
             }
             // 1. Bytes in the slot: head (corked), then sendfile from shm.
             if st.data_left > 0 {
-                if tx.left == 0 {
-                    if let Err(p) = epoll::last_bytes_ok(tx) {
-                        return p;
-                    }
-                }
-                if tx.budget == 0 {
-                    // --limit-rate: this turn's allowance is spent.
-                    return Progress::Yield;
-                }
-                if let Err(s) = epoll::send_head(sock, tx, true) {
-                    return s.into();
-                }
-                let mut off = st.data_off;
-                let want = st.data_left.min(tx.budget);
-                match crate::sys::sendfile(sock.fd, self.shm.fd.as_raw_fd(), &mut off, want) {
-                    Ok(0) => return Progress::Fail,
-                    Ok(n) => {
-                        let n = n as u64;
-                        st.dirty = true;
-                        st.data_off += n;
-                        st.data_left -= n;
-                        tx.body_sent += n;
-                        tx.budget = tx.budget.saturating_sub(n);
-                        turn += n;
-                    }
-                    Err(libc::EAGAIN) => return Progress::SocketFull,
-                    Err(_) => return Progress::Fail,
-                }
-                if st.data_left == 0 {
-                    let slot = st.slot.expect("slot with data");
-                    if tx.left > 0 && self.waiters.is_empty() {
-                        // Keep it for the next chunk, cleaned.
-                        self.punch(slot);
-                        st.dirty = false;
-                    } else {
-                        st.slot = None;
-                        self.free_slot(slot, st.dirty);
-                        st.dirty = false;
-                    }
+                match self.send_slot(sock, tx, st) {
+                    Ok(n) => turn += n,
+                    Err(p) => return p,
                 }
                 continue;
             }
@@ -446,49 +497,7 @@ impl Mover for LinuxAio {
                     return Progress::Waiting;
                 }
             };
-            st.slot = Some(slot);
-            let fd = Self::read_fd(tx, st);
-            let aligned = tx.off & !(DIO_ALIGN - 1);
-            let skew = tx.off - aligned;
-            let want = tx.left.min(self.slot_size - skew);
-            let len = (skew + want).div_ceil(DIO_ALIGN) * DIO_ALIGN;
-            debug_assert!(len <= self.slot_size);
-            let start = slot as u64 * self.slot_size;
-            // SAFETY: `start + len` lies inside the mapping (slot < slots,
-            // len <= slot_size), so the pointer stays in bounds.
-            let buf = unsafe { self.shm.base.add(start as usize) };
-            let mut cb = [Iocb::pread(fd, buf, len as usize, aligned, slot as u64)
-                .with_resfd(self.efd.as_raw_fd())];
-            tx.outcome = "direct";
-            // SAFETY: the kernel writes `len` bytes at `buf`, inside the
-            // slot this response holds; the slot is not handed out again
-            // until the read's completion has been reaped (`owner`), and the
-            // mapping outlives the context (field drop order), whose
-            // io_destroy waits for reads in flight.
-            match unsafe { self.ctx.submit(&mut cb) } {
-                Ok(1) => {}
-                Ok(_) => {
-                    crate::error!("io_submit accepted no read; closing the connection");
-                    return Progress::Fail;
-                }
-                Err(e) => {
-                    crate::error!("io_submit failed: {e}; closing the connection");
-                    return Progress::Fail;
-                }
-            }
-            self.owner[slot as usize] = Some(who);
-            self.inflight += 1;
-            // A clock read per disk read (vDSO, no system call).
-            self.started[slot as usize] = Instant::now();
-            self.metrics.disk_read(if st.direct.is_some() {
-                ReadMode::Direct
-            } else {
-                ReadMode::PageCache
-            });
-            st.reading = true;
-            st.skew = skew;
-            st.want = want;
-            return Progress::Waiting;
+            return self.read_slot(who, tx, st, slot);
         }
     }
 

@@ -41,6 +41,7 @@ use spindle_core::{Fields, Session};
 
 use super::tls::Sink;
 use super::Ticket;
+use crate::tlsrec::{RecordLayout, RecordSlot, RecordSlots};
 
 /// Framed bytes [`H2Link::fill`] adds in one call at most; the loop sends
 /// them, then fills again. With one batch in flight and one queued, the
@@ -117,6 +118,45 @@ pub enum Wrote {
     Gone,
 }
 
+/// File bytes a loop read into one of its chunk buffers in record
+/// layout (`RecordLayout` with a 9-byte prefix: each record's DATA frame
+/// header): [`H2Link::write_held`] frames them where they lie, and the
+/// loop's sink seals each record in place (or, in plaintext, sends the
+/// frames as they are). The buffer is the link's until it hands it to
+/// the sink ([`Sink::release`]) or back ([`H2Link::take_dropped`]).
+pub struct Held {
+    pub buf: u32,
+    pub layout: RecordLayout,
+    /// File bytes in the buffer, from its first record on.
+    pub payload: usize,
+}
+
+/// DATA frame header bytes: each held record's prefix.
+pub const DATA_PREFIX: usize = spindle_core::h2::frame::HEADER_LEN;
+
+/// A stream's body on its way to DATA frames, in order.
+enum Piece {
+    /// Copied plaintext; `framed` of it is out.
+    Bytes { data: Vec<u8>, framed: usize },
+    /// A held chunk: its records from `slots` on; `cur`, a record a short
+    /// window split (its rest goes by copy from `cur.1`).
+    Held {
+        buf: u32,
+        slots: RecordSlots,
+        cur: Option<(RecordSlot, usize)>,
+        left: usize,
+    },
+}
+
+impl Piece {
+    fn left(&self) -> usize {
+        match self {
+            Piece::Bytes { data, framed } => data.len() - framed,
+            Piece::Held { left, .. } => *left,
+        }
+    }
+}
+
 /// What the loop does for an event of the connection.
 pub enum Todo {
     /// Serve this request on a new stream slot: give it to a session
@@ -156,13 +196,18 @@ enum Head {
 struct StreamOut {
     slot: Ticket,
     head: Head,
-    /// Body bytes not yet framed: `pending[framed..]`.
-    pending: Vec<u8>,
-    framed: usize,
+    /// Body not yet framed, in order.
+    body: VecDeque<Piece>,
     /// Plaintext taken with [`Wrote::Later`], reported once framed.
     owed: usize,
     /// The slot's response is over: END_STREAM follows its last bytes.
     ended: bool,
+}
+
+impl StreamOut {
+    fn left(&self) -> usize {
+        self.body.iter().map(Piece::left).sum()
+    }
 }
 
 /// An HTTP/2 connection's protocol and its streams' output.
@@ -178,6 +223,8 @@ pub struct H2Link {
     client: Option<SocketAddr>,
     /// The connection is over TLS: so is each stream.
     tls: bool,
+    /// Chunk buffers of streams that went: the loop's again.
+    dropped: Vec<u32>,
 }
 
 impl H2Link {
@@ -189,7 +236,42 @@ impl H2Link {
             ending: VecDeque::new(),
             unfed: Vec::new(),
             client,
+            dropped: Vec::new(),
         }
+    }
+
+    /// Chunk buffers the link held for streams that are gone: the loop
+    /// puts them back in its pool.
+    pub fn take_dropped(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// The connection goes: every chunk buffer the link holds.
+    pub fn drop_all(&mut self) -> Vec<u32> {
+        let ids: Vec<u32> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.remove(id);
+        }
+        self.take_dropped()
+    }
+
+    /// Takes a stream out, its held chunks to `dropped`.
+    fn remove(&mut self, stream_id: u32) -> Option<Ticket> {
+        let s = self.streams.remove(&stream_id)?;
+        for p in s.body {
+            if let Piece::Held { buf, .. } = p {
+                self.dropped.push(buf);
+            }
+        }
+        Some(s.slot)
+    }
+
+    /// Bytes the stream may send now without waiting for a WINDOW_UPDATE:
+    /// a loop reads a chunk into a held buffer only when its DATA can go
+    /// at once, so that a client that keeps its window shut cannot pin
+    /// the pool's buffers.
+    pub fn window(&self, stream_id: u32) -> usize {
+        self.conn.send_window(stream_id)
     }
 
     /// A stream's session, given its request, as the connection's
@@ -259,8 +341,8 @@ impl H2Link {
                     }
                 }
                 Event::StreamReset { stream_id } => {
-                    if let Some(s) = self.streams.remove(&stream_id) {
-                        todo.push(Todo::Abort(s.slot));
+                    if let Some(slot) = self.remove(stream_id) {
+                        todo.push(Todo::Abort(slot));
                     }
                 }
                 Event::WindowOpened | Event::GoAway { .. } => {}
@@ -296,8 +378,7 @@ impl H2Link {
             StreamOut {
                 slot,
                 head: Head::Awaited { head_only },
-                pending: Vec::new(),
-                framed: 0,
+                body: VecDeque::new(),
                 owed: 0,
                 ended: false,
             },
@@ -353,7 +434,7 @@ impl H2Link {
             s.head = Head::Final;
         }
         if !self.conn.send_fields(stream_id, status, &fields, no_body) {
-            self.streams.remove(&stream_id);
+            self.remove(stream_id);
             return false;
         }
         true
@@ -361,6 +442,49 @@ impl H2Link {
 
     /// A stream slot's body plaintext, framed as DATA by `fill`.
     pub fn write(&mut self, stream_id: u32, bytes: &[u8]) -> Wrote {
+        let n = bytes.len();
+        self.take(stream_id, n, |body| match body.back_mut() {
+            Some(Piece::Bytes { data, .. }) => data.extend_from_slice(bytes),
+            _ => body.push_back(Piece::Bytes {
+                data: bytes.to_vec(),
+                framed: 0,
+            }),
+        })
+    }
+
+    /// A stream slot's body, read into a chunk buffer in record layout:
+    /// framed where it lies. On [`Wrote::Gone`] the buffer stays the
+    /// caller's; otherwise it is the link's.
+    pub fn write_held(&mut self, stream_id: u32, held: Held) -> Wrote {
+        debug_assert_eq!(held.layout.prefix, DATA_PREFIX);
+        assert!(held.payload > 0, "an empty held chunk");
+        let Held {
+            buf,
+            layout,
+            payload,
+        } = held;
+        let wrote = self.take(stream_id, payload, |body| {
+            body.push_back(Piece::Held {
+                buf,
+                slots: layout.slots(usize::MAX, payload),
+                cur: None,
+                left: payload,
+            })
+        });
+        if wrote == Wrote::Now && matches!(self.head_of(stream_id), Some(Head::Final)) {
+            // HEADERS ended the stream: the bytes go nowhere.
+            self.dropped.push(buf);
+        }
+        wrote
+    }
+
+    fn head_of(&self, stream_id: u32) -> Option<&Head> {
+        self.streams.get(&stream_id).map(|s| &s.head)
+    }
+
+    /// Takes `n` bytes of a stream's body (`push` queues them) once its
+    /// head is out.
+    fn take(&mut self, stream_id: u32, n: usize, push: impl FnOnce(&mut VecDeque<Piece>)) -> Wrote {
         let Some(s) = self.streams.get_mut(&stream_id) else {
             return Wrote::Gone;
         };
@@ -375,22 +499,18 @@ impl H2Link {
                 if !self.send_head(stream_id, false) {
                     return Wrote::Gone;
                 }
-                return self.write(stream_id, bytes);
+                return self.take(stream_id, n, push);
             }
             // HEADERS ended the stream: nothing more goes to the client.
             Head::Final => return Wrote::Now,
             Head::Sent => {}
         }
-        let idle = s.framed == s.pending.len();
+        let idle = s.body.is_empty();
+        push(&mut s.body);
         if idle {
-            s.pending.clear();
-            s.framed = 0;
-        }
-        s.pending.extend_from_slice(bytes);
-        if idle || s.framed == s.pending.len() {
             Wrote::Now
         } else {
-            s.owed += bytes.len();
+            s.owed += n;
             Wrote::Later
         }
     }
@@ -404,13 +524,13 @@ impl H2Link {
         match s.head {
             Head::Final => {
                 // HEADERS carried END_STREAM already.
-                self.streams.remove(&stream_id);
+                self.remove(stream_id);
                 return;
             }
             Head::Pending { .. } => {
                 // No body came: HEADERS end the stream.
                 if self.send_head(stream_id, true) {
-                    self.streams.remove(&stream_id);
+                    self.remove(stream_id);
                 }
                 return;
             }
@@ -422,7 +542,7 @@ impl H2Link {
             Head::Sent => {}
         }
         s.ended = true;
-        if s.framed == s.pending.len() {
+        if s.body.is_empty() {
             self.ending.push_back(stream_id);
         }
     }
@@ -430,7 +550,7 @@ impl H2Link {
     /// The stream slot went away before its response ended (an error, a
     /// timeout): RST_STREAM(INTERNAL_ERROR), as nginx does.
     pub fn abort(&mut self, stream_id: u32) {
-        if self.streams.remove(&stream_id).is_some() {
+        if self.remove(stream_id).is_some() {
             self.conn.reset(stream_id, ErrorCode::InternalError);
         }
     }
@@ -445,8 +565,7 @@ impl H2Link {
     pub fn has_output(&self) -> bool {
         !self.conn.out().is_empty()
             || !self.conn.is_closed()
-                && (!self.ending.is_empty()
-                    || self.streams.values().any(|s| s.framed < s.pending.len()))
+                && (!self.ending.is_empty() || self.streams.values().any(|s| !s.body.is_empty()))
     }
 
     /// Frames what is ready into `out` (control frames and HEADERS first,
@@ -464,7 +583,7 @@ impl H2Link {
             if let Some(h) = self.conn.data_frame(id, 0, true) {
                 out.put(&h);
             }
-            self.streams.remove(&id);
+            self.remove(id);
         }
         // DATA, one frame per pick; a pick with nothing buffered counts
         // against `misses`, so a round of streams with no bytes ends it.
@@ -473,39 +592,87 @@ impl H2Link {
             let Some(id) = self.conn.next_sendable() else {
                 break;
             };
-            let budget = self.conn.data_budget(id);
-            let Some(s) = self.streams.get_mut(&id) else {
+            if self.frame_one(id, out, sent) {
+                misses = 0;
+            } else {
                 misses += 1;
-                continue;
-            };
-            let avail = s.pending.len() - s.framed;
-            let len = avail.min(budget);
-            if len == 0 {
-                misses += 1;
-                continue;
             }
-            misses = 0;
-            let last = s.ended && len == avail;
-            let Some(h) = self.conn.data_frame(id, len, last) else {
-                self.streams.remove(&id);
-                continue;
-            };
-            out.put(&h);
-            out.put(&s.pending[s.framed..s.framed + len]);
-            s.framed += len;
-            if s.framed == s.pending.len() {
+        }
+    }
+
+    /// One DATA frame of stream `id`'s body, within its budget; `false`
+    /// when it had nothing to frame (or is gone).
+    fn frame_one(&mut self, id: u32, out: &mut impl Sink, sent: &mut Vec<(Ticket, usize)>) -> bool {
+        let budget = self.conn.data_budget(id);
+        let Some(s) = self.streams.get_mut(&id) else {
+            return false;
+        };
+        let avail = s.left();
+        if avail == 0 || budget == 0 {
+            return false;
+        }
+        let ended = s.ended;
+        let front = s.body.front_mut().expect("bytes left");
+        let (len, whole) = match front {
+            Piece::Bytes { data, framed } => ((data.len() - *framed).min(budget), None),
+            Piece::Held { slots, cur, .. } => match cur {
+                Some((slot, from)) => ((slot.payload.end - *from).min(budget), None),
+                None => {
+                    let slot = slots.next().expect("a held record left");
+                    if slot.payload.len() <= budget {
+                        (slot.payload.len(), Some(slot))
+                    } else {
+                        *cur = Some((slot.clone(), slot.payload.start));
+                        (budget, None)
+                    }
+                }
+            },
+        };
+        let last = ended && len == avail;
+        let Some(h) = self.conn.data_frame(id, len, last) else {
+            self.remove(id);
+            return false;
+        };
+        let s = self.streams.get_mut(&id).expect("stream");
+        let front = s.body.front_mut().expect("bytes left");
+        let done = match front {
+            Piece::Bytes { data, framed } => {
+                out.put(&h);
+                out.put(&data[*framed..*framed + len]);
+                *framed += len;
+                *framed == data.len()
+            }
+            Piece::Held { buf, cur, left, .. } => {
+                match (whole, cur.as_mut()) {
+                    (Some(slot), _) => out.put_held(*buf, &slot, &h),
+                    (None, Some((slot, from))) => {
+                        out.put(&h);
+                        out.put_copy(*buf, *from..*from + len);
+                        *from += len;
+                        if *from == slot.payload.end {
+                            *cur = None;
+                        }
+                    }
+                    (None, None) => unreachable!("a held frame with no record"),
+                }
+                *left -= len;
+                if *left == 0 {
+                    out.release(*buf);
+                }
+                *left == 0
+            }
+        };
+        if done {
+            s.body.pop_front();
+            if s.body.is_empty() {
                 if s.owed > 0 {
                     sent.push((s.slot, std::mem::take(&mut s.owed)));
-                }
-                s.pending.clear();
-                s.framed = 0;
-                if s.pending.capacity() > FILL_BATCH {
-                    s.pending = Vec::new();
                 }
                 if last {
                     self.streams.remove(&id);
                 }
             }
         }
+        true
     }
 }

@@ -26,6 +26,7 @@ mod context;
 pub mod h2;
 mod life;
 pub mod policy;
+pub mod sendq;
 mod serve;
 mod table;
 pub mod tls;

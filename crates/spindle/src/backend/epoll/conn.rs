@@ -133,49 +133,10 @@ impl<M: Mover> Worker<M> {
             let n = rc as usize;
             if c.life.phase == Phase::Lingering {
                 c.life.lingered += n;
-            } else if let Some(tls) = c.tls.as_mut() {
-                let fd = c.fd.as_raw_fd();
-                let got = if tls.settled_http1() {
-                    // HTTPS/1.1's every request: straight into the session.
-                    let session = &mut c.life.session;
-                    tls.received(fd, &self.rbuf[..n], |p| session.feed(p))
-                } else {
-                    // During the handshake the plaintext that may follow it
-                    // waits here until ALPN says whose it is.
-                    let mut plain = Vec::new();
-                    let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
-                    // HTTP/2 once the handshake is over: its SETTINGS go
-                    // in records, which need the traffic keys.
-                    if http2 && tls.alpn_h2() && !tls.handshaking() && !c.proto.is_h2() {
-                        self.h2_begin(who);
-                    }
-                    let c = self.conn(who);
-                    if c.proto.is_h2() {
-                        if !plain.is_empty() {
-                            self.h2_received(who, &plain);
-                        }
-                    } else {
-                        c.life.session.feed(&plain);
-                    }
-                    got
-                };
-                let Some(c) = self.live_conn(who) else {
+            } else if c.tls.is_some() {
+                if !self.tls_received(who, n) {
                     return Recv::Gone;
-                };
-                match got {
-                    Received::Ok => {}
-                    Received::Closed => {
-                        c.life.peer_eof = true;
-                        c.can_read = false;
-                    }
-                    Received::Failed => {
-                        // Plain HTTP or garbage on the HTTPS port: closed
-                        // (after rustls's alert, if the socket took it).
-                        self.close(who);
-                        return Recv::Gone;
-                    }
                 }
-                self.serve.files.batch();
             } else if c.proto.is_h2()
                 || (http2
                     && c.life.session.served() == 0
@@ -219,6 +180,58 @@ impl<M: Mover> Worker<M> {
                 Recv::Gone
             }
         }
+    }
+
+    /// `n` bytes of ciphertext received in `rbuf`: decrypted and fed to
+    /// the session or, once ALPN chose it, to HTTP/2. `false` when the
+    /// connection is gone (a failed record, or closed meanwhile).
+    fn tls_received(&mut self, who: Ticket, n: usize) -> bool {
+        let http2 = self.serve.ctx.cfg.serves_http2();
+        let c = self.conns.get(who).expect("live connection");
+        let fd = c.fd.as_raw_fd();
+        let tls = c.tls.as_mut().expect("TLS connection");
+        let got = if tls.settled_http1() {
+            // HTTPS/1.1's every request: straight into the session.
+            let session = &mut c.life.session;
+            tls.received(fd, &self.rbuf[..n], |p| session.feed(p))
+        } else {
+            // During the handshake the plaintext that may follow it
+            // waits here until ALPN says whose it is.
+            let mut plain = Vec::new();
+            let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
+            // HTTP/2 once the handshake is over: its SETTINGS go
+            // in records, which need the traffic keys.
+            if http2 && tls.alpn_h2() && !tls.handshaking() && !c.proto.is_h2() {
+                self.h2_begin(who);
+            }
+            let c = self.conn(who);
+            if c.proto.is_h2() {
+                if !plain.is_empty() {
+                    self.h2_received(who, &plain);
+                }
+            } else {
+                c.life.session.feed(&plain);
+            }
+            got
+        };
+        let Some(c) = self.live_conn(who) else {
+            return false;
+        };
+        match got {
+            Received::Ok => {}
+            Received::Closed => {
+                c.life.peer_eof = true;
+                c.can_read = false;
+            }
+            Received::Failed => {
+                // Plain HTTP or garbage on the HTTPS port: closed
+                // (after rustls's alert, if the socket took it).
+                self.close(who);
+                return false;
+            }
+        }
+        self.serve.files.batch();
+        true
     }
 
     /// Reads pipelined input while a response is being produced, as far as

@@ -409,8 +409,18 @@ impl Worker {
             return;
         }
         self.release_tx(slot);
-        let c = self.conns.remove(slot).expect("live slot");
+        let mut c = self.conns.remove(slot).expect("live slot");
         debug_assert!(c.open.is_none());
+        // Chunk buffers still queued to the socket, or held by an HTTP/2
+        // link for its streams, go back to the pool.
+        let mut freed = Vec::new();
+        if let Some(t) = c.tls.as_mut() {
+            t.wire.q.clear(&mut freed);
+        }
+        if let super::h2::Proto::H2(io) = &mut c.proto {
+            Worker::h2_reclaim(io, &mut freed);
+        }
+        self.give_bufs(freed);
         if let Some(tx) = &c.tx {
             debug_assert!(tx.buf.is_none(), "chunk buffer leaked");
             debug_assert!(tx.ahead.is_none(), "read-ahead buffer leaked");

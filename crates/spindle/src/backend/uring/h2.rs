@@ -25,19 +25,17 @@
 
 use std::time::Instant;
 
-use io_uring::{opcode, types};
 use spindle_core::h2::H2Settings;
 use spindle_core::request::Request as CoreRequest;
 use spindle_core::Fields;
 
 use super::ring::Op;
+use super::tls::Plain;
+use super::wire::Wire;
 use super::{Conn, Worker};
-use crate::conn::h2::{H2Link, Todo, Wrote};
+use crate::conn::h2::{H2Link, Held, Todo, Wrote};
+use crate::conn::tls::QueueSink;
 use crate::conn::{Life, Phase, Ticket};
-
-/// The frame buffer an HTTP/2 connection keeps while it has no stream
-/// (it grows to a batch, `conn::h2::FILL_BATCH`, while streams send).
-const IDLE_OUT_CAPACITY: usize = 4096;
 
 /// What a slot's socket speaks, or which HTTP/2 stream it serves.
 pub(super) type Proto = crate::conn::h2::Proto<H2Io>;
@@ -45,11 +43,9 @@ pub(super) type Proto = crate::conn::h2::Proto<H2Io>;
 /// An HTTP/2 connection's protocol and its outgoing frames.
 pub(super) struct H2Io {
     pub(super) link: H2Link,
-    /// Frames a plain `SEND` is sending (from `out_sent`), never changed
-    /// while it is in flight; over TLS, the batch being encrypted.
-    out: Vec<u8>,
-    out_sent: usize,
-    sending: bool,
+    /// Frames on their way in plaintext (h2c); over TLS they go to the
+    /// connection's `TlsState` as records instead.
+    wire: Wire,
     /// `h2_flush` is running; a call from inside it sets `again`.
     flushing: bool,
     again: bool,
@@ -75,9 +71,7 @@ impl Worker {
             .or_else(|| by_address.then(|| crate::net::peer_addr(c.fd)).flatten());
         c.proto = Proto::H2(Box::new(H2Io {
             link: H2Link::new(H2Settings::default(), client, tls),
-            out: Vec::new(),
-            out_sent: 0,
-            sending: false,
+            wire: Wire::new(),
             flushing: false,
             again: false,
             closing: false,
@@ -96,7 +90,7 @@ impl Worker {
         let Proto::H2(io) = &c.proto else {
             return;
         };
-        let socket_busy = io.sending || tls_busy;
+        let socket_busy = io.wire.q.sending() || tls_busy;
         let idle = io.link.streams() == 0 && !io.closing;
         c.life.set_idle(&self.serve.ctx, idle);
         let streams = io.link.streams() + usize::from(io.link.has_output());
@@ -209,7 +203,7 @@ impl Worker {
 
     /// A stream slot's plaintext (its in-memory body, or body bytes of a
     /// chunk buffer), handed to its connection.
-    pub(super) fn h2_stream_send(&mut self, slot: u32, what: super::tls::Plain) {
+    pub(super) fn h2_stream_send(&mut self, slot: u32, what: Plain) {
         let c = self.conns.live_at(slot);
         let Proto::Stream { parent, id, .. } = c.proto else {
             unreachable!("h2_stream_send on a connection")
@@ -224,13 +218,31 @@ impl Worker {
             unreachable!("a stream's parent is HTTP/2")
         };
         let c = self.conns.live_at(slot);
-        let tx = c.tx.as_ref().expect("response in progress");
-        let plain: &[u8] = match what {
-            super::tls::Plain::Head(from) => &tx.resp.front[from..],
-            super::tls::Plain::Buf(b, from, to) => &self.pool.bufs[b as usize].get()[from..to],
+        let tx = c.tx.as_mut().expect("response in progress");
+        let (n, wrote) = match what {
+            Plain::Head(from) => {
+                let plain = &tx.resp.front[from..];
+                (plain.len(), io.link.write(id, plain))
+            }
+            Plain::Buf(b, from, to) => {
+                let plain = &self.pool.bufs[b as usize].get()[from..to];
+                (plain.len(), io.link.write(id, plain))
+            }
+            Plain::Held(buf, layout, payload) => {
+                let held = Held {
+                    buf,
+                    layout,
+                    payload,
+                };
+                let wrote = io.link.write_held(id, held);
+                if wrote != Wrote::Gone {
+                    // The link's now (sent from where it lies).
+                    debug_assert_eq!(tx.buf, Some(buf));
+                    tx.buf = None;
+                }
+                (payload, wrote)
+            }
         };
-        let n = plain.len();
-        let wrote = io.link.write(id, plain);
         self.conns.live_at(parent.slot).proto = Proto::H2(io);
         match wrote {
             Wrote::Now => self.on_send(slot, n as i32),
@@ -374,11 +386,11 @@ impl Worker {
             unreachable!()
         };
         io.flushing = false;
-        if !io.sending && io.link.streams() == 0 && io.out.capacity() > IDLE_OUT_CAPACITY {
+        if io.wire.q.is_empty() && io.link.streams() == 0 {
             // An idle connection keeps no batch-sized buffer.
-            io.out = Vec::new();
+            io.wire.q.shrink();
         }
-        let done = io.closing && !io.sending && !tls_busy && !io.link.has_output();
+        let done = io.closing && !io.wire.q.sending() && !tls_busy && !io.link.has_output();
         let starved = !c.recv_armed && !io.link.input_full() && c.life.phase == Phase::Reading;
         if done {
             self.begin_close(slot, true);
@@ -387,12 +399,12 @@ impl Worker {
         }
     }
 
-    /// One batch of frames on its way: over TLS written straight into
-    /// records (at most two batches, one in flight and one queued; a body
-    /// byte is copied once, from its stream's bytes into the record sealed
-    /// in place), else into `out` and sent by one `SEND` if none is in
-    /// flight. Returns the stream slots whose bytes are now framed; `None`
-    /// when the TLS link is over (the connection must close).
+    /// One batch of frames on its way: framed into the connection's send
+    /// queue (at most two batches, one in flight and one queued), over
+    /// TLS as records; a held chunk's records are framed and sealed in
+    /// place, other body bytes copied once, into their record. Returns
+    /// the stream slots whose bytes are now framed; `None` when the TLS
+    /// link is over (the connection must close).
     fn h2_frame_out(&mut self, slot: u32) -> Option<Vec<(Ticket, usize)>> {
         let c = self.conns.live_at(slot);
         let fd = c.fd;
@@ -400,62 +412,68 @@ impl Worker {
             unreachable!()
         };
         let mut sent = Vec::new();
+        let mut freed = Vec::new();
+        let mut ok = true;
         if let Some(tls) = c.tls.as_mut() {
-            if !tls.records_queued() {
-                let (dst, t) = tls.dst();
-                let mut records = t.records(dst);
-                io.link.fill(&mut records, &mut sent);
-                if !records.finish() {
-                    return None;
-                }
+            if !tls.wire.q.waiting() {
+                let mut sink = tls
+                    .tls
+                    .queue_sink(&mut tls.wire.q, &mut self.pool, &mut freed);
+                io.link.fill(&mut sink, &mut sent);
+                ok = sink.finish();
             }
-            self.tls_flush(slot);
-            return Some(sent);
+        } else if !io.wire.q.waiting() {
+            let mut sink = QueueSink::plain(&mut io.wire.q, &mut self.pool, &mut freed);
+            io.link.fill(&mut sink, &mut sent);
+            ok = sink.finish();
         }
-        if !io.sending {
-            io.out.clear();
-            io.out_sent = 0;
-            io.link.fill(&mut io.out, &mut sent);
-            if !io.out.is_empty() {
-                io.sending = true;
-                // `out` lives in the connection's boxed H2Io, untouched
-                // until this SEND completes.
-                let sqe = opcode::Send::new(types::Fd(fd), io.out.as_ptr(), io.out.len() as u32)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build();
-                self.push_conn(slot, Op::H2Send, sqe);
-            }
+        freed.extend(io.link.take_dropped());
+        let plain = c.tls.is_none();
+        self.give_bufs(freed);
+        if !ok {
+            return None;
+        }
+        if plain {
+            self.h2_send_next(slot, fd);
+        } else {
+            self.tls_flush(slot);
         }
         Some(sent)
     }
 
+    /// Starts a `SEND` of the plaintext frames waiting, if none is in
+    /// flight.
+    fn h2_send_next(&mut self, slot: u32, fd: i32) {
+        let Proto::H2(io) = &mut self.conns.live_at(slot).proto else {
+            unreachable!()
+        };
+        // The frames live in the connection's boxed H2Io (and its chunk
+        // buffers), untouched until this send completes.
+        if let Some(sqe) = io.wire.next_send(fd, &self.pool) {
+            self.push_conn(slot, Op::H2Send, sqe);
+        }
+    }
+
     /// A `SEND` of frames completed.
     pub(super) fn on_h2_send(&mut self, slot: u32, res: i32) {
+        let mut freed = Vec::new();
         if let Proto::H2(io) = &mut self.conns.live_at(slot).proto {
-            io.sending = false;
+            io.wire.q.sent(res.max(0) as usize, &mut freed);
         }
+        self.give_bufs(freed);
         if !self.send_went(slot, res) {
             return;
         }
-        let c = self.conns.live_at(slot);
-        let fd = c.fd;
-        let Proto::H2(io) = &mut c.proto else {
-            unreachable!()
-        };
-        io.out_sent += res as usize;
-        debug_assert!(io.out_sent <= io.out.len());
-        if io.out_sent < io.out.len() {
-            io.sending = true;
-            let rest = &io.out[io.out_sent..];
-            // As in h2_flush: `out` stays untouched until this SEND completes.
-            let sqe = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
-                .flags(libc::MSG_NOSIGNAL)
-                .build();
-            self.push_conn(slot, Op::H2Send, sqe);
-            self.h2_touch(slot);
-            return;
-        }
+        let fd = self.conns.live_at(slot).fd;
+        self.h2_send_next(slot, fd);
         self.h2_flush(slot);
         self.h2_touch(slot);
+    }
+
+    /// The connection goes: the chunk buffers its link and its queue
+    /// hold (nothing is in flight any more).
+    pub(super) fn h2_reclaim(io: &mut H2Io, freed: &mut Vec<u32>) {
+        freed.extend(io.link.drop_all());
+        io.wire.q.clear(freed);
     }
 }

@@ -53,6 +53,7 @@ mod read;
 mod ring;
 mod tls;
 mod tx;
+mod wire;
 
 pub use probe::probe;
 
@@ -165,6 +166,13 @@ struct Tx {
     rate: Option<crate::conn::policy::RateLimit>,
     /// Waiting in `Worker::throttled` for the next tick.
     throttled: bool,
+    /// The READ in flight (then the buffer) puts file bytes in record
+    /// layout: each record's payload where a TLS record (or an HTTP/2
+    /// DATA frame) is then built around it in place, no copy
+    /// (`Worker::held_layout`); its iovecs, one per record, stay here
+    /// until the READ completes.
+    held: Option<crate::tlsrec::RecordLayout>,
+    iov: Vec<libc::iovec>,
 }
 
 impl Tx {

@@ -61,7 +61,16 @@ impl Worker {
         None
     }
 
+    /// Gives back each of `ids` (chunk buffers a send queue or an HTTP/2
+    /// link let go of).
+    pub(super) fn give_bufs(&mut self, ids: Vec<u32>) {
+        for b in ids {
+            self.give_pool_buf(b);
+        }
+    }
+
     pub(super) fn give_pool_buf(&mut self, b: u32) {
+        debug_assert!(!self.pool.free.contains(&b), "chunk buffer {b} freed twice");
         self.pool.free.push(b);
         // Wake the first waiter that is still sending.
         while let Some(s) = self.pool.waiters.pop_front() {

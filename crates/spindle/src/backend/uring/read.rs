@@ -234,7 +234,6 @@ impl Worker {
     }
 
     pub(super) fn on_read(&mut self, slot: u32, res: i32) {
-        let progress_deadline = self.now + self.serve.ctx.cfg.send_timeout;
         let c = self.conns.live_at(slot);
         if c.life.phase == Phase::Closing {
             self.release_tx(slot);
@@ -256,6 +255,53 @@ impl Worker {
             self.pump(slot);
             return;
         }
+        let Some(got) = self.read_got(slot, res) else {
+            return;
+        };
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("tx");
+        let start = tx.file_off;
+        tx.file_off += got as u64;
+        tx.file_left -= got as u64;
+        if tx.held.is_some() {
+            // In record layout: sealed (or framed) where it lies, once the
+            // head is out (send_buffer).
+            tx.buf_pos = 0;
+            tx.buf_end = got;
+        } else {
+            tx.buf_pos = HEAD_RESERVE + tx.read_skip;
+            tx.buf_end = tx.buf_pos + got;
+        }
+        if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
+            return;
+        }
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("tx");
+        if tx.held.is_some() {
+            return self.pump(slot);
+        }
+        // A buffered READ leaves what it read in the page cache. Unless the
+        // body is small, send the chunk from there with sendfile (no second
+        // copy; the socket is non-blocking and the range is cached, so it
+        // cannot wait), and keep the buffer's copy only for what the socket
+        // would not take now, or for pages reclaimed in between.
+        let cached =
+            !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true);
+        if cached && !self.sendfile_read(slot, file, start, got as u64) {
+            return;
+        }
+        self.head_in_front(slot);
+        self.pump(slot);
+    }
+
+    /// How many of a completed READ's bytes the response takes (`res` is
+    /// its result); None when the response went another way: the read
+    /// failed, or came short of what the file promised (then the 503 the
+    /// changed-file check gives, if nothing is out yet, else the
+    /// connection is dropped).
+    fn read_got(&mut self, slot: u32, res: i32) -> Option<usize> {
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("tx");
         let (skip, want) = (tx.read_skip, tx.read_want);
         // EOF before the promised length: the file shrank while being
         // sent. Nothing correct can follow the bytes already sent under
@@ -272,7 +318,7 @@ impl Worker {
         }
         if res < 0 && !short {
             self.body_read_failed(slot, -res);
-            return;
+            return None;
         }
         if res == 0 || short {
             // Nothing of the response out yet (a first read, the head goes
@@ -284,71 +330,72 @@ impl Worker {
             } else {
                 self.abort(slot);
             }
-            return;
+            return None;
         }
         let got = if tx.direct { want } else { res as usize };
         debug_assert!(got <= want);
-        let start = tx.file_off;
-        tx.file_off += got as u64;
-        tx.file_left -= got as u64;
-        let data = HEAD_RESERVE + skip;
-        tx.buf_pos = data;
-        tx.buf_end = data + got;
-        // A buffered READ leaves what it read in the page cache. Unless the
-        // body is small, send the chunk from there with sendfile (no second
-        // copy; the socket is non-blocking and the range is cached, so it
-        // cannot wait), and keep the buffer's copy only for what the socket
-        // would not take now, or for pages reclaimed in between.
-        if tx.file_left == 0 && tx.ahead.is_none() && !self.last_bytes_ok(slot) {
-            return;
-        }
+        Some(got)
+    }
+
+    /// The chunk just READ is in the page cache: the head (by a direct
+    /// send) and then the chunk go by `sendfile` as far as the socket
+    /// takes them now; the buffer keeps the rest. `false` when the
+    /// response was aborted.
+    fn sendfile_read(&mut self, slot: u32, file: RawFd, start: u64, got: u64) -> bool {
+        let progress_deadline = self.now + self.serve.ctx.cfg.send_timeout;
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("tx");
-        if !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true) {
-            if tx.head_sent < tx.resp.front.len() {
-                match sys::send_two(c.fd, &tx.resp.front[tx.head_sent..], &[], true) {
-                    Ok(k) => tx.head_sent += k,
-                    Err(Stop::Full) => {}
-                    Err(Stop::Fail) => {
-                        self.abort(slot);
-                        return;
-                    }
-                }
-            }
-            if tx.head_sent == tx.resp.front.len() {
-                let mut sent = 0u64;
-                while sent < got as u64 {
-                    let mut off = start + sent;
-                    match sys::sendfile(c.fd, file, &mut off, got as u64 - sent) {
-                        Ok(0) => {
-                            // The file shrank since the READ.
-                            truncated();
-                            self.abort(slot);
-                            return;
-                        }
-                        Ok(r) => sent += r as u64,
-                        Err(libc::EAGAIN) => break,
-                        Err(_) => {
-                            self.abort(slot);
-                            return;
-                        }
-                    }
-                }
-                tx.buf_pos += sent as usize;
-                tx.body_sent += sent;
-                if sent > 0 {
-                    c.life.deadline = progress_deadline;
+        if tx.head_sent < tx.resp.front.len() {
+            match sys::send_two(c.fd, &tx.resp.front[tx.head_sent..], &[], true) {
+                Ok(k) => tx.head_sent += k,
+                Err(Stop::Full) => {}
+                Err(Stop::Fail) => {
+                    self.abort(slot);
+                    return false;
                 }
             }
         }
-        // The rest of the head, if any, goes right in front of the file
-        // bytes (over the block-alignment bytes an O_DIRECT read brought),
-        // so one SEND carries both. Nothing of the file has been sent yet:
-        // sendfile above runs only after the whole head.
+        if tx.head_sent < tx.resp.front.len() {
+            return true;
+        }
+        let mut sent = 0u64;
+        while sent < got {
+            let mut off = start + sent;
+            match sys::sendfile(c.fd, file, &mut off, got - sent) {
+                Ok(0) => {
+                    // The file shrank since the READ.
+                    truncated();
+                    self.abort(slot);
+                    return false;
+                }
+                Ok(r) => sent += r as u64,
+                Err(libc::EAGAIN) => break,
+                Err(_) => {
+                    self.abort(slot);
+                    return false;
+                }
+            }
+        }
+        tx.buf_pos += sent as usize;
+        tx.body_sent += sent;
+        if sent > 0 {
+            c.life.deadline = progress_deadline;
+        }
+        true
+    }
+
+    /// The rest of the head, if any, goes right in front of the file
+    /// bytes (over the block-alignment bytes an O_DIRECT read brought),
+    /// so one SEND carries both. Nothing of the file has been sent yet:
+    /// `sendfile_read` runs only after the whole head. A buffer all sent
+    /// by `sendfile` goes back to the pool.
+    fn head_in_front(&mut self, slot: u32) {
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("tx");
         let head_left = tx.resp.front.len() - tx.head_sent;
         let b = tx.buf.expect("READ without a buffer") as usize;
         if head_left > 0 && head_left <= tx.buf_pos {
-            debug_assert_eq!(tx.buf_pos, data);
+            debug_assert_eq!(tx.buf_pos, HEAD_RESERVE + tx.read_skip);
             let at = tx.buf_pos - head_left;
             self.pool.bufs[b].get_mut()[at..tx.buf_pos]
                 .copy_from_slice(&tx.resp.front[tx.head_sent..]);
@@ -360,7 +407,6 @@ impl Worker {
             tx.buf = None;
             self.give_pool_buf(b as u32);
         }
-        self.pump(slot);
     }
 
     /// A `READ` of the body failed with `errno` (EIO from a bad sector,

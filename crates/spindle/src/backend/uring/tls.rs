@@ -26,24 +26,18 @@
 
 use std::sync::Arc;
 
-use io_uring::{opcode, types};
-
 use super::ring::Op;
+use super::wire::Wire;
 use super::Worker;
 
-/// One connection's TLS session and its outgoing ciphertext.
+/// One connection's TLS session and its outgoing records.
 pub(super) struct TlsState {
     pub(super) tls: crate::conn::tls::Tls,
-    /// Ciphertext a `SEND` is sending (from `out_sent`): never changed while
-    /// that `SEND` is in flight, so the kernel reads stable memory.
-    out: Vec<u8>,
-    out_sent: usize,
-    /// Ciphertext made while `out` was in flight; it goes next.
-    queued: Vec<u8>,
-    /// An `Op::TlsSend` is in flight.
-    sending: bool,
-    /// Plaintext bytes of the response whose records are in `queued`:
-    /// reported to `on_send` once they are all on the socket.
+    /// Records on their way, in the order sealed: copies in the queue's
+    /// own segments, and records sealed in place in chunk buffers.
+    pub(super) wire: Wire,
+    /// Plaintext bytes of the response whose records wait behind the ones
+    /// in flight: reported to `on_send` once they are all on the socket.
     plain_pending: usize,
     /// The response is done but its records are not all on the socket:
     /// pump it again once they are (then it finishes).
@@ -54,10 +48,7 @@ impl TlsState {
     pub(super) fn new(cfg: &Arc<rustls::ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
         Ok(Box::new(TlsState {
             tls: crate::conn::tls::Tls::new(cfg)?,
-            out: Vec::new(),
-            out_sent: 0,
-            queued: Vec::new(),
-            sending: false,
+            wire: Wire::new(),
             plain_pending: 0,
             pump_on_drain: false,
         }))
@@ -73,31 +64,20 @@ impl TlsState {
         self.tls.settled_http1()
     }
 
-    /// An `Op::TlsSend` is in flight.
+    /// A send of records is in flight.
     pub(super) fn sending(&self) -> bool {
-        self.sending
+        self.wire.q.sending()
     }
 
     /// Records are in flight or waiting, or plaintext waits for its report.
     pub(super) fn busy(&self) -> bool {
-        self.sending || !self.queued.is_empty() || self.plain_pending > 0
+        !self.wire.q.is_empty() || self.plain_pending > 0
     }
 
-    /// Records wait behind the ones in flight.
-    pub(super) fn records_queued(&self) -> bool {
-        !self.queued.is_empty()
-    }
-
-    /// Where new records go, behind the ones already waiting: `queued`
-    /// while `out` is in flight or `queued` holds records (which go after
-    /// `out`'s), else `out`. With it, the TLS layer.
+    /// Where new records go (behind the ones already waiting), and the
+    /// TLS layer.
     pub(super) fn dst(&mut self) -> (&mut Vec<u8>, &mut crate::conn::tls::Tls) {
-        let dst = if self.sending || !self.queued.is_empty() {
-            &mut self.queued
-        } else {
-            &mut self.out
-        };
-        (dst, &mut self.tls)
+        (self.wire.q.tail(), &mut self.tls)
     }
 
     /// Seals `plain` into records behind the ones already waiting.
@@ -109,10 +89,12 @@ impl TlsState {
 }
 
 /// The plaintext a response sends next: the rest of its head (from this
-/// offset), or bytes `from..to` of a chunk buffer.
+/// offset), or bytes `from..to` of a chunk buffer, or a chunk buffer
+/// read in record layout (`Tx::held`) with this many file bytes.
 pub(super) enum Plain {
     Head(usize),
     Buf(u32, usize, usize),
+    Held(u32, crate::tlsrec::RecordLayout, usize),
 }
 
 pub(super) use crate::tls::Received;
@@ -170,19 +152,31 @@ impl Worker {
         if c.proto.is_stream() {
             return self.h2_stream_send(slot, what);
         }
+        if let Plain::Held(b, layout, n) = what {
+            return self.send_held(slot, b, layout, n);
+        }
         let tx = c.tx.as_ref().expect("response in progress");
         let plain: &[u8] = match what {
             Plain::Head(from) => &tx.resp.front[from..],
             Plain::Buf(b, from, to) => &self.pool.bufs[b as usize].get()[from..to],
+            Plain::Held(..) => unreachable!(),
         };
         let tls = c.tls.as_mut().expect("TLS connection");
         debug_assert_eq!(tls.plain_pending, 0, "one plaintext send at a time");
-        if !tls.encrypt(plain) {
+        let early = tls.wire.q.is_empty();
+        let (n, ok) = (plain.len(), tls.encrypt(plain));
+        if !ok {
             return self.abort(slot);
         }
-        let n = plain.len();
-        let early = tls.queued.is_empty();
+        self.sealed(slot, n, early);
+    }
+
+    /// Records were queued for `n` bytes of the response's plaintext;
+    /// `early`: nothing was on its way before them, so the response hears
+    /// of them at once (see `send_plain`).
+    fn sealed(&mut self, slot: u32, n: usize, early: bool) {
         if !early {
+            let tls = self.conn(slot).tls.as_mut().expect("TLS connection");
             tls.plain_pending = n;
         }
         self.tls_flush(slot);
@@ -191,30 +185,45 @@ impl Worker {
         }
     }
 
-    /// Starts a `SEND` of the pending records if none is in flight.
+    /// HTTPS/1.1's zero-copy body: chunk buffer `b` holds `n` file bytes
+    /// in record layout (the READ put them there); each record is sealed
+    /// in place and sent from the buffer, which the queue hands back to
+    /// the pool once it is out.
+    fn send_held(&mut self, slot: u32, b: u32, layout: crate::tlsrec::RecordLayout, n: usize) {
+        use crate::conn::tls::Sink;
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
+        debug_assert_eq!(tx.buf, Some(b));
+        tx.buf = None;
+        let tls = c.tls.as_mut().expect("TLS connection");
+        debug_assert_eq!(tls.plain_pending, 0, "one plaintext send at a time");
+        let early = tls.wire.q.is_empty();
+        let mut freed = Vec::new();
+        let mut sink = tls
+            .tls
+            .queue_sink(&mut tls.wire.q, &mut self.pool, &mut freed);
+        for s in layout.slots(usize::MAX, n) {
+            sink.put_held(b, &s, &[]);
+        }
+        sink.release(b);
+        let ok = sink.finish();
+        self.give_bufs(freed);
+        if !ok {
+            return self.abort(slot);
+        }
+        self.sealed(slot, n, early);
+    }
+
+    /// Starts a send of the waiting records if none is in flight.
     pub(super) fn tls_flush(&mut self, slot: u32) {
         let c = self.conns.live_at(slot);
         let fd = c.fd;
         let tls = c.tls.as_mut().expect("TLS connection");
-        if tls.sending {
-            return;
+        // The records live in the connection's boxed TlsState (and its
+        // chunk buffers), untouched until this send completes.
+        if let Some(sqe) = tls.wire.next_send(fd, &self.pool) {
+            self.push_conn(slot, Op::TlsSend, sqe);
         }
-        if tls.out_sent == tls.out.len() {
-            tls.out.clear();
-            tls.out_sent = 0;
-            std::mem::swap(&mut tls.out, &mut tls.queued);
-        }
-        if tls.out.is_empty() {
-            return;
-        }
-        tls.sending = true;
-        let rest = &tls.out[tls.out_sent..];
-        // The records live in `out` inside the connection's boxed TlsState,
-        // which is not touched until this SEND completes (see `out`).
-        let sqe = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
-            .flags(libc::MSG_NOSIGNAL)
-            .build();
-        self.push_conn(slot, Op::TlsSend, sqe);
     }
 
     /// Queues close_notify and pushes a `SEND` of it linked to the `SQE`
@@ -225,28 +234,25 @@ impl Worker {
         let c = self.conns.live_at(slot);
         let fd = c.fd;
         let tls = c.tls.as_mut().expect("TLS connection");
-        if tls.sending || !tls.queued.is_empty() || tls.out_sent != tls.out.len() {
+        if !tls.wire.q.is_empty() {
             return;
         }
-        tls.out.clear();
-        tls.out_sent = 0;
-        tls.tls.close_notify(&mut tls.out);
-        if tls.out.is_empty() {
+        tls.tls.close_notify(tls.wire.q.tail());
+        // As in tls_flush: the record stays put until this send completes.
+        let Some(sqe) = tls.wire.next_send(fd, &self.pool) else {
             return;
-        }
-        tls.sending = true;
-        // As in tls_flush: `out` stays untouched until this SEND completes.
-        let sqe = opcode::Send::new(types::Fd(fd), tls.out.as_ptr(), tls.out.len() as u32)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .flags(io_uring::squeue::Flags::IO_LINK);
+        };
+        let sqe = sqe.flags(io_uring::squeue::Flags::IO_LINK);
         self.push_conn(slot, Op::TlsSend, sqe);
     }
 
     pub(super) fn on_tls_send(&mut self, slot: u32, res: i32) {
         let progress = self.now + self.serve.ctx.cfg.send_timeout;
+        let mut freed = Vec::new();
         let c = self.conn(slot);
-        c.tls.as_mut().expect("TLS connection").sending = false;
+        let tls = c.tls.as_mut().expect("TLS connection");
+        tls.wire.q.sent(res.max(0) as usize, &mut freed);
+        self.give_bufs(freed);
         if !self.send_went(slot, res) {
             return;
         }
@@ -255,10 +261,7 @@ impl Worker {
         // counts from the last one, as for a plain SEND).
         c.life.deadline = progress;
         let tls = c.tls.as_mut().expect("TLS connection");
-        tls.out_sent += res as usize;
-        debug_assert!(tls.out_sent <= tls.out.len());
-        let drained = tls.out_sent == tls.out.len() && tls.queued.is_empty();
-        if !drained {
+        if !tls.wire.q.is_empty() {
             self.tls_flush(slot);
             return;
         }
@@ -273,9 +276,6 @@ impl Worker {
         } else if std::mem::take(&mut tls.pump_on_drain) {
             // A response waiting for its last records: it finishes now.
             self.pump(slot);
-        } else {
-            // Handshake records or tickets went; more may be waiting.
-            self.tls_flush(slot);
         }
     }
 }

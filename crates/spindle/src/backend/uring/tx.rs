@@ -1,21 +1,29 @@
 //! Transmitting a response: the head, then the body from the page cache
 //! by `sendfile`, or from a chunk buffer by `SEND`.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
 use io_uring::{opcode, types};
 use spindle_core::Response;
 
+use super::h2::Proto;
 use super::read::go_direct;
 use super::ring::Op;
 use super::{Tx, Worker, SENDFILE_MIN};
 use crate::config::FirstMiss;
+use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
 use crate::conn::Phase;
 use crate::fs;
 use crate::net;
 use crate::sys::{self, Stop};
+use crate::tlsrec::RecordLayout;
+
+/// The least chunk read into record layout (see `Worker::held_layout`):
+/// below one record's worth the copy is cheaper than a second record,
+/// and small bodies give their buffer back at once.
+pub const HELD_MIN: usize = 16 * 1024;
 
 /// Most bytes one `sendfile(2)` call is asked for, whatever the chunk size
 /// (lighttpd also sends 256 KiB at a time). With [`SENDFILE_TURN`] it bounds
@@ -37,6 +45,16 @@ pub const FIRST_MISS_READ: u64 = 64 * 1024;
 /// before it lets the others go first (a socket that keeps draining would
 /// otherwise hold the worker for a whole large file).
 pub const SENDFILE_TURN: u64 = 1024 * 1024;
+
+/// What [`Worker::ready_now`] found at the response's next byte.
+enum Probe {
+    /// This many bytes are in the page cache: `sendfile` them.
+    Ready(u64),
+    /// Nothing there yet: the caller reads or waits.
+    Nothing,
+    /// The response went on another way (throttled, aborted, changed).
+    WentOn,
+}
 
 /// Says once per process that a file could not be mapped for `mincore`,
 /// so that large misses are read into buffers instead.
@@ -113,6 +131,8 @@ impl Worker {
             started: now,
             rate,
             throttled: false,
+            held: None,
+            iov: Vec::new(),
         });
         self.pump(slot);
     }
@@ -214,8 +234,15 @@ impl Worker {
             // The read-ahead first: send_plain may account the bytes at
             // once and go on with the response (see send_plain).
             let (from, to) = (tx.buf_pos, tx.buf_end);
+            let what = match tx.held.take() {
+                Some(layout) => {
+                    debug_assert_eq!(from, 0, "a held chunk goes whole");
+                    super::tls::Plain::Held(b, layout, to)
+                }
+                None => super::tls::Plain::Buf(b, from, to),
+            };
             self.read_ahead(slot);
-            self.send_plain(slot, super::tls::Plain::Buf(b, from, to));
+            self.send_plain(slot, what);
             return;
         }
         let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
@@ -355,7 +382,76 @@ impl Worker {
         tx.read_want = want;
         tx.missed = true;
         let offset = tx.file_off - skip as u64;
+        if let Some(layout) = self.held_layout(slot, want) {
+            return self.read_held(slot, file, b, offset, layout);
+        }
         self.read_into(slot, Op::Read, file, b, offset, len);
+    }
+
+    /// Where a chunk's READ puts its file bytes so that they go out with
+    /// no copy: in record layout, when the response's body is sealed into
+    /// TLS records or framed as HTTP/2 DATA, the chunk is at least
+    /// [`HELD_MIN`], read through the page cache (an `O_DIRECT` read
+    /// needs aligned payloads, which leave gaps between records: those
+    /// still go by copy), not paced by `--limit-rate`, and, on an HTTP/2
+    /// stream, its DATA can go at once (the client's windows are open
+    /// for all of it: a buffer held for a shut window would be pinned).
+    fn held_layout(&mut self, slot: u32, want: usize) -> Option<RecordLayout> {
+        let c = self.conns.at(slot)?;
+        let tx = c.tx.as_ref()?;
+        if want < HELD_MIN || tx.direct || tx.rate.is_some() {
+            return None;
+        }
+        match c.proto {
+            Proto::Http1 => c.tls.as_ref()?.tls.layout(0),
+            Proto::Stream { parent, id, .. } => {
+                let p = self.conns.get(parent)?;
+                let Proto::H2(io) = &p.proto else {
+                    return None;
+                };
+                if io.link.window(id) < want {
+                    return None;
+                }
+                match &p.tls {
+                    Some(t) => t.tls.layout(DATA_PREFIX),
+                    None => Some(RecordLayout {
+                        prefix: DATA_PREFIX,
+                        header_room: 0,
+                        tail_room: 0,
+                        align: 1,
+                    }),
+                }
+            }
+            Proto::H2(_) => None,
+        }
+    }
+
+    /// A `READV` of the chunk into chunk buffer `b` in `layout`: one
+    /// iovec per record's payload, as many records as the buffer holds
+    /// of the `read_want` bytes (which it then counts).
+    fn read_held(&mut self, slot: u32, file: RawFd, b: u32, offset: u64, layout: RecordLayout) {
+        let mem = self.pool.bufs[b as usize].get_mut();
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
+        tx.iov.clear();
+        let mut want = 0;
+        for s in layout.slots(mem.len(), tx.read_want) {
+            want += s.payload.len();
+            tx.iov.push(libc::iovec {
+                iov_base: mem[s.payload.clone()].as_mut_ptr().cast(),
+                iov_len: s.payload.len(),
+            });
+        }
+        debug_assert!(want > 0 && want <= tx.read_want);
+        tx.read_want = want;
+        tx.held = Some(layout);
+        // The iovecs live in the response's `iov` (its heap block does not
+        // move) and point into the pool's buffer, both untouched until the
+        // READV completes.
+        let sqe = opcode::Readv::new(types::Fd(file), tx.iov.as_ptr(), tx.iov.len() as u32)
+            .offset(offset)
+            .build();
+        self.push_disk_read(slot, Op::Read, sqe);
     }
 
     /// Sends the body by `sendfile` from the page cache, chunk by chunk,
@@ -368,8 +464,6 @@ impl Worker {
     /// response went on otherwise: finished, waiting for socket space, or
     /// aborted.
     pub(super) fn send_ready(&mut self, slot: u32) -> bool {
-        let chunk = self.pool.chunk_size as u64;
-        let progress = self.now + self.serve.ctx.cfg.send_timeout;
         let c = self.conns.live_at(slot);
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
@@ -382,8 +476,6 @@ impl Worker {
         }
         let mut turn = 0u64;
         loop {
-            let c = self.conns.live_at(slot);
-            let tx = c.tx.as_mut().expect("response in progress");
             if turn >= SENDFILE_TURN {
                 // Fairness: this connection has had its share of the loop's
                 // turn. A NOP completes in the next batch, after the other
@@ -394,113 +486,139 @@ impl Worker {
                 self.push_conn(slot, Op::PollOut, opcode::Nop::new().build());
                 return true;
             }
-            let mut n = chunk.min(tx.file_left).min(SENDFILE_CALL);
-            if let Some(limit) = tx.rate {
-                match limit.allowance(self.now - tx.started, tx.body_sent) {
-                    0 => {
-                        // Used up: wait for the next tick (see pump).
-                        if !std::mem::replace(&mut tx.throttled, true) {
-                            let who = self.conns.ticket(slot).expect("live slot");
-                            self.serve.throttled.push(who);
-                        }
-                        return true;
-                    }
-                    a => n = n.min(a),
-                }
-            }
-            debug_assert!(n > 0, "send_ready with nothing left to send");
-            let ready = match &tx.map {
-                Some(map) => match map.uptodate(tx.file_off, n) {
-                    Ok(r) => r,
-                    Err(_) => {
-                        self.abort(slot);
-                        return true;
-                    }
-                },
-                None if fs::range_cached(file, tx.file_off, n) == Some(true) => n,
-                None => 0,
+            let ready = match self.ready_now(slot, file) {
+                Probe::Ready(n) => n,
+                Probe::Nothing => return false,
+                Probe::WentOn => return true,
             };
-            if ready == 0 {
-                return false;
+            if !self.head_first(slot, fd) {
+                return true;
             }
-            if ready == tx.file_left {
-                // This call would send the body's last bytes.
-                if !self.last_bytes_ok(slot) {
-                    return true;
-                }
-            }
-            let c = self.conns.live_at(slot);
-            let tx = c.tx.as_mut().expect("response in progress");
-            if tx.head_sent < tx.resp.front.len() {
-                // The head goes first by a direct send (MSG_MORE: it joins
-                // the file bytes in one segment), saving a ring round trip;
-                // if the socket is full, by the ring, which waits for space
-                // (and then the response's pump comes back here).
-                match sys::send_two(fd, &tx.resp.front[tx.head_sent..], &[], true) {
-                    Ok(k) => tx.head_sent += k,
-                    Err(Stop::Full) => {}
-                    Err(Stop::Fail) => {
-                        self.abort(slot);
-                        return true;
-                    }
-                }
-                if tx.head_sent < tx.resp.front.len() {
-                    let h = &tx.resp.front[tx.head_sent..];
-                    let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
-                        .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
-                        .build();
-                    self.push_conn(slot, Op::Send, sqe);
-                    return true;
-                }
-            }
-            if c.bulk == net::Bulk::Off && tx.file_left > SENDFILE_TURN {
-                // A body of more than one turn: bulk sending until
-                // finish_tx (net::set_bulk).
-                c.bulk = net::set_bulk(fd);
-            }
-            let mut off = tx.file_off;
-            match sys::sendfile(fd, file, &mut off, ready) {
-                Ok(0) => {
-                    // The file shrank under us (see on_read).
-                    truncated();
-                    self.abort(slot);
-                    return true;
-                }
-                Ok(r) => {
-                    let r = r as u64;
-                    tx.file_off += r;
-                    tx.file_left -= r;
-                    tx.body_sent += r;
-                    turn += r;
-                    c.life.deadline = progress;
-                    if tx.file_left == 0 {
-                        self.finish_tx(slot);
-                        return true;
-                    }
-                    if r < ready {
-                        // The socket buffer is full: wait until it drains.
-                        self.push_conn(
-                            slot,
-                            Op::PollOut,
-                            opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
-                        );
-                        return true;
-                    }
-                }
-                Err(libc::EAGAIN) => {
-                    self.push_conn(
-                        slot,
-                        Op::PollOut,
-                        opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build(),
-                    );
-                    return true;
-                }
-                Err(_) => {
-                    self.abort(slot);
-                    return true;
-                }
+            match self.sendfile_once(slot, fd, file, ready) {
+                Some(r) => turn += r,
+                None => return true,
             }
         }
+    }
+
+    /// How many bytes at the response's next byte `sendfile` may send now
+    /// without waiting for the disk (at most a call's, and under
+    /// `--limit-rate` the allowance). `WentOn`: the response waits for a
+    /// tick, or was aborted, or its file changed before its last bytes.
+    fn ready_now(&mut self, slot: u32, file: RawFd) -> Probe {
+        let chunk = self.pool.chunk_size as u64;
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
+        let mut n = chunk.min(tx.file_left).min(SENDFILE_CALL);
+        if let Some(limit) = tx.rate {
+            match limit.allowance(self.now - tx.started, tx.body_sent) {
+                0 => {
+                    // Used up: wait for the next tick (see pump).
+                    if !std::mem::replace(&mut tx.throttled, true) {
+                        let who = self.conns.ticket(slot).expect("live slot");
+                        self.serve.throttled.push(who);
+                    }
+                    return Probe::WentOn;
+                }
+                a => n = n.min(a),
+            }
+        }
+        debug_assert!(n > 0, "send_ready with nothing left to send");
+        let ready = match &tx.map {
+            Some(map) => match map.uptodate(tx.file_off, n) {
+                Ok(r) => r,
+                Err(_) => {
+                    self.abort(slot);
+                    return Probe::WentOn;
+                }
+            },
+            None if fs::range_cached(file, tx.file_off, n) == Some(true) => n,
+            None => 0,
+        };
+        if ready == 0 {
+            return Probe::Nothing;
+        }
+        // A call that would send the body's last bytes checks the file.
+        if ready == tx.file_left && !self.last_bytes_ok(slot) {
+            return Probe::WentOn;
+        }
+        Probe::Ready(ready)
+    }
+
+    /// The head goes before the first `sendfile`, by a direct send
+    /// (MSG_MORE: it joins the file bytes in one segment), saving a ring
+    /// round trip; if the socket is full, by the ring, which waits for
+    /// space (and then the response's pump comes back here). `false` when
+    /// the response went on that way (or was aborted).
+    fn head_first(&mut self, slot: u32, fd: RawFd) -> bool {
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
+        if tx.head_sent == tx.resp.front.len() {
+            return true;
+        }
+        match sys::send_two(fd, &tx.resp.front[tx.head_sent..], &[], true) {
+            Ok(k) => tx.head_sent += k,
+            Err(Stop::Full) => {}
+            Err(Stop::Fail) => {
+                self.abort(slot);
+                return false;
+            }
+        }
+        if tx.head_sent == tx.resp.front.len() {
+            return true;
+        }
+        let h = &tx.resp.front[tx.head_sent..];
+        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
+            .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
+            .build();
+        self.push_conn(slot, Op::Send, sqe);
+        false
+    }
+
+    /// One `sendfile` of `ready` bytes: how many went, to go on; None when
+    /// the response went on otherwise (finished, waiting for the socket to
+    /// drain, or aborted).
+    fn sendfile_once(&mut self, slot: u32, fd: RawFd, file: RawFd, ready: u64) -> Option<u64> {
+        let progress = self.now + self.serve.ctx.cfg.send_timeout;
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
+        if c.bulk == net::Bulk::Off && tx.file_left > SENDFILE_TURN {
+            // A body of more than one turn: bulk sending until
+            // finish_tx (net::set_bulk).
+            c.bulk = net::set_bulk(fd);
+        }
+        let mut off = tx.file_off;
+        let r = match sys::sendfile(fd, file, &mut off, ready) {
+            Ok(0) => {
+                // The file shrank under us (see on_read).
+                truncated();
+                self.abort(slot);
+                return None;
+            }
+            Ok(r) => r as u64,
+            Err(libc::EAGAIN) => 0,
+            Err(_) => {
+                self.abort(slot);
+                return None;
+            }
+        };
+        tx.file_off += r;
+        tx.file_left -= r;
+        tx.body_sent += r;
+        if r > 0 {
+            c.life.deadline = progress;
+        }
+        if tx.file_left == 0 {
+            self.finish_tx(slot);
+            return None;
+        }
+        if r < ready {
+            // The socket buffer is full: wait until it drains.
+            let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build();
+            self.push_conn(slot, Op::PollOut, sqe);
+            return None;
+        }
+        Some(r)
     }
 
     /// Called before the body's last bytes go to the socket (by `SEND`
@@ -573,9 +691,11 @@ impl Worker {
             }
             tx.body_sent += n as u64;
             if tx.buf_pos == tx.buf_end && tx.file_left > 0 && others_waiting {
-                // Fairness: hand the buffer to a waiting response and queue up.
-                let b = tx.buf.take().expect("buffer");
-                self.give_pool_buf(b);
+                // Fairness: hand the buffer to a waiting response and queue up
+                // (a held chunk's buffer went with its records already).
+                if let Some(b) = tx.buf.take() {
+                    self.give_pool_buf(b);
+                }
                 // Takes the buffer back if nobody was waiting for it after
                 // all, or queues for one.
                 self.pump(slot);
