@@ -5,19 +5,60 @@
 const DEFAULT_URGENCY: u8 = 3;
 const MAX_URGENCY: u8 = 7;
 
+/// Name/value pairs packed in one buffer, each as its name's and its
+/// value's lengths (4 bytes each, little-endian) and then its bytes: a
+/// header block's fields decoded (one buffer a connection reuses), or a
+/// request's (one allocation per request).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Packed(Vec<u8>);
+
+impl Packed {
+    /// Bytes one pair takes besides its name and value.
+    const OVERHEAD: usize = 8;
+
+    fn with_capacity(n: usize) -> Packed {
+        Packed(Vec::with_capacity(n))
+    }
+
+    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
+        // A header list is bounded far below 4 GiB (SETTINGS_MAX_HEADER_LIST_SIZE).
+        let len = |b: &[u8]| u32::try_from(b.len()).expect("a field under 4 GiB");
+        self.0.extend_from_slice(&len(name).to_le_bytes());
+        self.0.extend_from_slice(&len(value).to_le_bytes());
+        self.0.extend_from_slice(name);
+        self.0.extend_from_slice(value);
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let mut rest = &self.0[..];
+        std::iter::from_fn(move || {
+            let (lens, after) = rest.split_first_chunk::<{ Packed::OVERHEAD }>()?;
+            let n = u32::from_le_bytes([lens[0], lens[1], lens[2], lens[3]]) as usize;
+            let v = u32::from_le_bytes([lens[4], lens[5], lens[6], lens[7]]) as usize;
+            let (name, after) = after.split_at(n);
+            let (value, after) = after.split_at(v);
+            rest = after;
+            Some((name, value))
+        })
+    }
+
+    /// Empties it, keeping at most `keep` bytes of capacity.
+    pub(crate) fn clear(&mut self, keep: usize) {
+        self.0.clear();
+        if self.0.capacity() > keep {
+            self.0 = Vec::new();
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+}
+
 /// A request, its header block decoded and checked (§8.3.1, §8.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub stream_id: u32,
-    pub method: String,
-    pub scheme: String,
-    pub authority: Option<String>,
-    /// Visible ASCII, starting with `/` (or `*` for OPTIONS).
-    pub path: String,
-    /// The regular fields in order: names lowercase tokens, values free
-    /// of NUL, CR, LF and surrounding whitespace. `cookie` may come in
-    /// several fields (§8.2.3): join them with "; ".
-    pub headers: Vec<(String, Vec<u8>)>,
     /// No body follows. A body is read and dropped here: one up to
     /// `limits::MAX_DISCARD_BODY` before the request is handed out (then
     /// this is true), a larger one while the response goes out (reset
@@ -25,7 +66,18 @@ pub struct Request {
     pub end_stream: bool,
     /// RFC 9218 urgency from the `priority` field, 0 (first) to 7.
     pub urgency: u8,
+    /// `:authority` is among the fields.
+    has_authority: bool,
+    /// `:method`, `:scheme`, `:path` and `:authority` (if given), then
+    /// the regular fields in order.
+    fields: Packed,
 }
+
+/// Where [`Request::fields`] has each pseudo-header.
+const METHOD: usize = 0;
+const SCHEME: usize = 1;
+const PATH: usize = 2;
+const AUTHORITY: usize = 3;
 
 impl Request {
     /// The core's request for this stream (the same one an HTTP/1.1 head
@@ -33,19 +85,52 @@ impl Request {
     /// cannot take, which resets the stream (§8.1.1).
     pub fn to_core(&self) -> Result<Box<crate::request::Request>, crate::request::Malformed> {
         crate::request::from_fields(
-            self.method.as_bytes(),
-            self.path.as_bytes(),
-            self.authority.as_deref().map(str::as_bytes),
-            self.headers.iter().map(|(n, v)| (n.as_bytes(), &v[..])),
+            self.pseudo(METHOD),
+            self.pseudo(PATH),
+            self.authority().map(str::as_bytes),
+            self.headers(),
         )
+    }
+
+    fn pseudo(&self, i: usize) -> &[u8] {
+        self.fields.iter().nth(i).map_or(&[], |(_, v)| v)
+    }
+
+    /// A pseudo-header's value, checked as visible ASCII.
+    fn pseudo_str(&self, i: usize) -> &str {
+        std::str::from_utf8(self.pseudo(i)).expect("checked as ASCII")
+    }
+
+    pub fn method(&self) -> &str {
+        self.pseudo_str(METHOD)
+    }
+
+    pub fn scheme(&self) -> &str {
+        self.pseudo_str(SCHEME)
+    }
+
+    /// Visible ASCII, starting with `/` (or `*` for OPTIONS).
+    pub fn path(&self) -> &str {
+        self.pseudo_str(PATH)
+    }
+
+    pub fn authority(&self) -> Option<&str> {
+        self.has_authority.then(|| self.pseudo_str(AUTHORITY))
+    }
+
+    /// The regular fields in order: names lowercase tokens, values free
+    /// of NUL, CR, LF and surrounding whitespace. `cookie` may come in
+    /// several fields (§8.2.3): join them with "; ".
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let skip = if self.has_authority { 4 } else { 3 };
+        self.fields.iter().skip(skip)
     }
 
     /// The first field named `name` (lowercase), if any.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| &v[..])
+        self.headers()
+            .find(|(n, _)| *n == name.as_bytes())
+            .map(|(_, v)| v)
     }
 }
 
@@ -66,106 +151,108 @@ const CONNECTION_SPECIFIC: [&[u8]; 5] = [
     b"upgrade",
 ];
 
-/// Checks a request's fields (§8.3.1, §8.2) and builds it; also returns
-/// its content-length, if it has one.
+/// Checks a request's fields (§8.3.1, §8.2) and builds it, in one
+/// allocation; also returns its content-length, if it has one.
 pub(super) fn request(
     stream_id: u32,
-    fields: Vec<(Vec<u8>, Vec<u8>)>,
+    fields: &Packed,
     end_stream: bool,
 ) -> Result<(Request, Option<u64>), Reject> {
     let (mut method, mut scheme, mut authority, mut path) = (None, None, None, None);
-    let mut headers = Vec::new();
+    let mut regular = 0usize;
+    let mut host = None;
     let mut content_length: Option<u64> = None;
     let mut urgency = DEFAULT_URGENCY;
-    for (name, value) in fields {
-        if !valid_value(&value) {
+    for (name, value) in fields.iter() {
+        if !valid_value(value) {
             return Err(Reject::Malformed);
         }
         if name.first() == Some(&b':') {
-            if !headers.is_empty() {
+            if regular > 0 {
                 // §8.3: pseudo-header fields come first.
                 return Err(Reject::Malformed);
             }
-            let slot = match &name[..] {
+            let slot = match name {
                 b":method" => &mut method,
                 b":scheme" => &mut scheme,
                 b":authority" => &mut authority,
                 b":path" => &mut path,
                 _ => return Err(Reject::Malformed),
             };
-            if slot.is_some() {
+            if slot.is_some() || !ascii(value) {
                 return Err(Reject::Malformed);
             }
-            *slot = Some(ascii(value)?);
+            *slot = Some(value);
             continue;
         }
+        regular += 1;
         if name.is_empty() || !name.iter().all(|&b| is_token(b) && !b.is_ascii_uppercase()) {
             return Err(Reject::Malformed);
         }
-        if CONNECTION_SPECIFIC.contains(&&name[..])
+        if CONNECTION_SPECIFIC.contains(&name)
             || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers"))
         {
             return Err(Reject::Malformed);
         }
-        if name == b"content-length" {
-            let n = std::str::from_utf8(&value)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(Reject::Malformed)?;
-            if content_length.is_some_and(|c| c != n) {
-                return Err(Reject::Malformed);
+        match name {
+            b"content-length" => {
+                let n = std::str::from_utf8(value)
+                    .ok()
+                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(Reject::Malformed)?;
+                if content_length.is_some_and(|c| c != n) {
+                    return Err(Reject::Malformed);
+                }
+                content_length = Some(n);
             }
-            content_length = Some(n);
+            b"priority" => urgency = parse_urgency(value).unwrap_or(urgency),
+            b"host" if host.is_none() => host = Some(value),
+            _ => {}
         }
-        if name == b"priority" {
-            urgency = parse_urgency(&value).unwrap_or(urgency);
-        }
-        let name = String::from_utf8(name).map_err(|_| Reject::Malformed)?;
-        headers.push((name, value));
     }
     let method = method.ok_or(Reject::Malformed)?;
     // §8.3.1: a Host that names another authority than :authority.
-    let host = headers.iter().find(|(n, _)| n == "host").map(|(_, v)| v);
-    if let (Some(a), Some(h)) = (&authority, host) {
-        if !a.as_bytes().eq_ignore_ascii_case(h) {
+    if let (Some(a), Some(h)) = (authority, host) {
+        if !a.eq_ignore_ascii_case(h) {
             return Err(Reject::Malformed);
         }
     }
-    if method == "CONNECT" {
+    if method == b"CONNECT" {
         return Err(Reject::Connect);
     }
     let (Some(scheme), Some(path)) = (scheme, path) else {
         return Err(Reject::Malformed);
     };
-    if !(path.starts_with('/') || (path == "*" && method == "OPTIONS")) {
+    if !(path.starts_with(b"/") || (path == b"*" && method == b"OPTIONS")) {
         return Err(Reject::Malformed);
     }
-    if method.is_empty() || !method.bytes().all(is_token) {
+    if method.is_empty() || !method.iter().all(|&b| is_token(b)) {
         return Err(Reject::Malformed);
     }
-    Ok((
-        Request {
-            stream_id,
-            method,
-            scheme,
-            authority,
-            path,
-            headers,
-            end_stream,
-            urgency,
-        },
-        content_length,
-    ))
+    let mut packed = Packed::with_capacity(fields.0.len());
+    packed.push(b":method", method);
+    packed.push(b":scheme", scheme);
+    packed.push(b":path", path);
+    if let Some(a) = authority {
+        packed.push(b":authority", a);
+    }
+    for (name, value) in fields.iter().filter(|(n, _)| n.first() != Some(&b':')) {
+        packed.push(name, value);
+    }
+    let req = Request {
+        stream_id,
+        end_stream,
+        urgency,
+        has_authority: authority.is_some(),
+        fields: packed,
+    };
+    Ok((req, content_length))
 }
 
 /// A pseudo-header's value: visible ASCII only.
-fn ascii(value: Vec<u8>) -> Result<String, Reject> {
-    if value.iter().all(|b| (0x21..0x7f).contains(b)) {
-        String::from_utf8(value).map_err(|_| Reject::Malformed)
-    } else {
-        Err(Reject::Malformed)
-    }
+fn ascii(value: &[u8]) -> bool {
+    value.iter().all(|b| (0x21..0x7f).contains(b))
 }
 
 /// §8.2.1: no NUL, CR or LF, and no whitespace at either end.
