@@ -128,9 +128,8 @@ impl Response {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx<'a> {
     pub server: &'a str,
-    /// Configured header fields for every response, as `Name: value\r\n`
-    /// lines (checked when loaded).
-    pub extra: &'a [u8],
+    /// Configured header fields for every response (checked when loaded).
+    pub extra: &'a Fields,
     pub keep_alive: bool,
     /// Send `Connection: keep-alive` (HTTP/1.0 clients need it).
     pub announce_keep_alive: bool,
@@ -173,7 +172,7 @@ impl Head {
     /// status, the fields, and the bytes that go first (the HTTP/1.1 head,
     /// or nothing for HTTP/2), with room for `body` more.
     fn finish(mut self, ctx: &Ctx, body: usize) -> (u16, Fields, Vec<u8>) {
-        self.fields.push_lines(ctx.extra);
+        self.fields.extend(ctx.extra);
         if ctx.http2 {
             return (self.status, self.fields, Vec::with_capacity(body));
         }
@@ -258,7 +257,7 @@ fn rule_headers(h: &mut Head, rules: &Applied) {
         h.header("Cache-Control", c);
     }
     for f in &rules.headers {
-        h.fields.push_lines(f);
+        h.fields.extend(f);
     }
 }
 

@@ -1,59 +1,11 @@
 //! A request's header block, checked (RFC 9113 §8.3.1, §8.2) and turned
 //! into a [`Request`].
 
+pub(crate) use crate::fields::Packed;
+
 /// RFC 9218's default urgency, and the lowest priority (highest value).
 const DEFAULT_URGENCY: u8 = 3;
 const MAX_URGENCY: u8 = 7;
-
-/// Name/value pairs packed in one buffer, each as its name's and its
-/// value's lengths (4 bytes each, little-endian) and then its bytes: a
-/// header block's fields decoded (one buffer a connection reuses), or a
-/// request's (one allocation per request).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Packed(Vec<u8>);
-
-impl Packed {
-    /// Bytes one pair takes besides its name and value.
-    const OVERHEAD: usize = 8;
-
-    fn with_capacity(n: usize) -> Packed {
-        Packed(Vec::with_capacity(n))
-    }
-
-    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
-        // A header list is bounded far below 4 GiB (SETTINGS_MAX_HEADER_LIST_SIZE).
-        let len = |b: &[u8]| u32::try_from(b.len()).expect("a field under 4 GiB");
-        self.0.extend_from_slice(&len(name).to_le_bytes());
-        self.0.extend_from_slice(&len(value).to_le_bytes());
-        self.0.extend_from_slice(name);
-        self.0.extend_from_slice(value);
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        let mut rest = &self.0[..];
-        std::iter::from_fn(move || {
-            let (lens, after) = rest.split_first_chunk::<{ Packed::OVERHEAD }>()?;
-            let n = u32::from_le_bytes([lens[0], lens[1], lens[2], lens[3]]) as usize;
-            let v = u32::from_le_bytes([lens[4], lens[5], lens[6], lens[7]]) as usize;
-            let (name, after) = after.split_at(n);
-            let (value, after) = after.split_at(v);
-            rest = after;
-            Some((name, value))
-        })
-    }
-
-    /// Empties it, keeping at most `keep` bytes of capacity.
-    pub(crate) fn clear(&mut self, keep: usize) {
-        self.0.clear();
-        if self.0.capacity() > keep {
-            self.0 = Vec::new();
-        }
-    }
-
-    pub(crate) fn capacity(&self) -> usize {
-        self.0.capacity()
-    }
-}
 
 /// A request, its header block decoded and checked (§8.3.1, §8.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +182,7 @@ pub(super) fn request(
     if method.is_empty() || !method.iter().all(|&b| is_token(b)) {
         return Err(Reject::Malformed);
     }
-    let mut packed = Packed::with_capacity(fields.0.len());
+    let mut packed = Packed::with_capacity(fields.len());
     packed.push(b":method", method);
     packed.push(b":scheme", scheme);
     packed.push(b":path", path);
