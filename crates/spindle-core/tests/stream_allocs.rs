@@ -40,7 +40,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 /// Most allocations (and reallocations) one stream may cost.
-const MAX_ALLOCS_PER_STREAM: u64 = 64;
+const MAX_ALLOCS_PER_STREAM: u64 = 8;
 
 const BODY: u64 = 1024;
 
