@@ -23,21 +23,24 @@ impl Packed {
     }
 
     pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
-        self.push_with(name, |b| b.extend_from_slice(value));
+        let mut lens = [0; Packed::OVERHEAD];
+        lens[..4].copy_from_slice(&len32(name).to_le_bytes());
+        lens[4..].copy_from_slice(&len32(value).to_le_bytes());
+        self.0.reserve(Packed::OVERHEAD + name.len() + value.len());
+        self.0.extend_from_slice(&lens);
+        self.0.extend_from_slice(name);
+        self.0.extend_from_slice(value);
     }
 
     /// Appends a pair whose value `value` appends to the buffer.
     fn push_with(&mut self, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
-        // A header list is bounded far below 4 GiB (by the limits on
-        // heads, SETTINGS_MAX_HEADER_LIST_SIZE and configured fields).
-        let n = u32::try_from(name.len()).expect("a name under 4 GiB");
         let at = self.0.len();
-        self.0.extend_from_slice(&n.to_le_bytes());
+        self.0.extend_from_slice(&len32(name).to_le_bytes());
         self.0.extend_from_slice(&[0; 4]);
         self.0.extend_from_slice(name);
         let start = self.0.len();
         value(&mut self.0);
-        let v = u32::try_from(self.0.len() - start).expect("a value under 4 GiB");
+        let v = len32(&self.0[start..]);
         self.0[at + 4..at + 8].copy_from_slice(&v.to_le_bytes());
     }
 
@@ -70,6 +73,13 @@ impl Packed {
     pub(crate) fn capacity(&self) -> usize {
         self.0.capacity()
     }
+}
+
+/// A name's or a value's length as [`Packed`] keeps it. A header list is
+/// bounded far below 4 GiB (by the limits on heads,
+/// SETTINGS_MAX_HEADER_LIST_SIZE and configured fields).
+fn len32(b: &[u8]) -> u32 {
+    u32::try_from(b.len()).expect("a field under 4 GiB")
 }
 
 /// Header fields in order. Names are as the core writes them (`Content-Type`):

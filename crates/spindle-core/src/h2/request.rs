@@ -18,18 +18,11 @@ pub struct Request {
     pub end_stream: bool,
     /// RFC 9218 urgency from the `priority` field, 0 (first) to 7.
     pub urgency: u8,
-    /// `:authority` is among the fields.
-    has_authority: bool,
-    /// `:method`, `:scheme`, `:path` and `:authority` (if given), then
-    /// the regular fields in order.
+    /// The block's fields as decoded, checked: pseudo-header fields
+    /// first (one each of `:method`, `:scheme` and `:path`, `:authority`
+    /// maybe), then the regular fields in order.
     fields: Packed,
 }
-
-/// Where [`Request::fields`] has each pseudo-header.
-const METHOD: usize = 0;
-const SCHEME: usize = 1;
-const PATH: usize = 2;
-const AUTHORITY: usize = 3;
 
 impl Request {
     /// The core's request for this stream (the same one an HTTP/1.1 head
@@ -37,45 +30,47 @@ impl Request {
     /// cannot take, which resets the stream (§8.1.1).
     pub fn to_core(&self) -> Result<Box<crate::request::Request>, crate::request::Malformed> {
         crate::request::from_fields(
-            self.pseudo(METHOD),
-            self.pseudo(PATH),
+            self.method().as_bytes(),
+            self.path().as_bytes(),
             self.authority().map(str::as_bytes),
             self.headers(),
         )
     }
 
-    fn pseudo(&self, i: usize) -> &[u8] {
-        self.fields.iter().nth(i).map_or(&[], |(_, v)| v)
-    }
-
-    /// A pseudo-header's value, checked as visible ASCII.
-    fn pseudo_str(&self, i: usize) -> &str {
-        std::str::from_utf8(self.pseudo(i)).expect("checked as ASCII")
+    /// A pseudo-header field's value (visible ASCII, checked).
+    fn pseudo(&self, name: &[u8]) -> Option<&str> {
+        let (_, v) = self
+            .fields
+            .iter()
+            .take_while(|(n, _)| n.first() == Some(&b':'))
+            .find(|(n, _)| *n == name)?;
+        Some(std::str::from_utf8(v).expect("checked as ASCII"))
     }
 
     pub fn method(&self) -> &str {
-        self.pseudo_str(METHOD)
+        self.pseudo(b":method").expect("checked present")
     }
 
     pub fn scheme(&self) -> &str {
-        self.pseudo_str(SCHEME)
+        self.pseudo(b":scheme").expect("checked present")
     }
 
     /// Visible ASCII, starting with `/` (or `*` for OPTIONS).
     pub fn path(&self) -> &str {
-        self.pseudo_str(PATH)
+        self.pseudo(b":path").expect("checked present")
     }
 
     pub fn authority(&self) -> Option<&str> {
-        self.has_authority.then(|| self.pseudo_str(AUTHORITY))
+        self.pseudo(b":authority")
     }
 
     /// The regular fields in order: names lowercase tokens, values free
     /// of NUL, CR, LF and surrounding whitespace. `cookie` may come in
     /// several fields (§8.2.3): join them with "; ".
     pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        let skip = if self.has_authority { 4 } else { 3 };
-        self.fields.iter().skip(skip)
+        self.fields
+            .iter()
+            .skip_while(|(n, _)| n.first() == Some(&b':'))
     }
 
     /// The first field named `name` (lowercase), if any.
@@ -173,7 +168,7 @@ pub(super) fn request(
     if method == b"CONNECT" {
         return Err(Reject::Connect);
     }
-    let (Some(scheme), Some(path)) = (scheme, path) else {
+    let (Some(_), Some(path)) = (scheme, path) else {
         return Err(Reject::Malformed);
     };
     if !(path.starts_with(b"/") || (path == b"*" && method == b"OPTIONS")) {
@@ -182,22 +177,12 @@ pub(super) fn request(
     if method.is_empty() || !method.iter().all(|&b| is_token(b)) {
         return Err(Reject::Malformed);
     }
-    let mut packed = Packed::with_capacity(fields.len());
-    packed.push(b":method", method);
-    packed.push(b":scheme", scheme);
-    packed.push(b":path", path);
-    if let Some(a) = authority {
-        packed.push(b":authority", a);
-    }
-    for (name, value) in fields.iter().filter(|(n, _)| n.first() != Some(&b':')) {
-        packed.push(name, value);
-    }
+    // The fields as they are, in one allocation and one copy.
     let req = Request {
         stream_id,
         end_stream,
         urgency,
-        has_authority: authority.is_some(),
-        fields: packed,
+        fields: fields.clone(),
     };
     Ok((req, content_length))
 }
@@ -217,8 +202,37 @@ fn valid_value(v: &[u8]) -> bool {
 
 /// RFC 9110 §5.6.2 tchar.
 fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// [`is_token`] by byte: one load per byte of each name.
+const TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 /// RFC 9218 §4.1's `u` parameter from a `priority` field (a structured
 /// dictionary; other members ignored).
@@ -232,4 +246,15 @@ fn parse_urgency(v: &[u8]) -> Option<u8> {
             _ => None,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_token_table_is_rfc_9110s_tchar() {
+        for b in 0..=255u8 {
+            let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(super::is_token(b), tchar, "{b}");
+        }
+    }
 }
