@@ -29,12 +29,18 @@ impl Request {
     /// makes; [`crate::request::from_fields`]). `Err`: a request the core
     /// cannot take, which resets the stream (§8.1.1).
     pub fn to_core(&self) -> Result<Box<crate::request::Request>, crate::request::Malformed> {
-        crate::request::from_fields(
-            self.method().as_bytes(),
-            self.path().as_bytes(),
-            self.authority().map(str::as_bytes),
-            self.headers(),
-        )
+        // The pseudo-header fields in one pass, as bytes.
+        let (mut method, mut path, mut authority) = (&[][..], &[][..], None);
+        let mut fields = self.fields.iter().peekable();
+        while let Some((n, v)) = fields.next_if(|(n, _)| n.first() == Some(&b':')) {
+            match n {
+                b":method" => method = v,
+                b":path" => path = v,
+                b":authority" => authority = Some(v),
+                _ => {}
+            }
+        }
+        crate::request::from_fields(method, path, authority, fields)
     }
 
     /// A pseudo-header field's value (visible ASCII, checked).
