@@ -468,7 +468,20 @@ pub struct Encoder {
     /// An entry's number by the hash of its name and value (a hash
     /// already, so not hashed again).
     by_hash: HashMap<u64, u64, BuildHasherDefault<HashIsKey>>,
+    /// The entry number each of the last block's first fields was sent
+    /// as ([`NO_ENTRY`]: none): a response's fields mostly come in the
+    /// same order with the same values as the last one's, and one
+    /// comparison with that entry then finds it, with no hash.
+    last_block: [u64; LAST_BLOCK_FIELDS],
+    /// The next field's place in this block.
+    at: usize,
 }
+
+/// Fields of a block [`Encoder::last_block`] remembers.
+const LAST_BLOCK_FIELDS: usize = 16;
+
+/// No entry, in [`Encoder::last_block`].
+const NO_ENTRY: u64 = u64::MAX;
 
 #[derive(Debug)]
 struct EncEntry {
@@ -500,6 +513,8 @@ impl Encoder {
             update: None,
             added: 0,
             by_hash: HashMap::default(),
+            last_block: [NO_ENTRY; LAST_BLOCK_FIELDS],
+            at: 0,
         }
     }
 
@@ -524,6 +539,7 @@ impl Encoder {
 
     /// Starts a header block: the size updates owed go first (§4.2).
     pub fn begin_block(&mut self, out: &mut Vec<u8>) {
+        self.at = 0;
         if let Some((smallest, now)) = self.update.take() {
             if smallest != now {
                 put_int(out, 0x20, 5, smallest);
@@ -541,12 +557,21 @@ impl Encoder {
     }
 
     fn lower_field(&mut self, lower: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        let at = self.at;
+        self.at = self.at.saturating_add(1);
+        let last = self.last_block.get(at).copied().unwrap_or(NO_ENTRY);
+        if let Some(i) = self.holds(last, lower, value) {
+            return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+        }
         if !worth_indexing(lower, value) {
             return encode_lower(lower, value, out);
         }
         let hash = field_hash(lower, value);
-        if let Some(i) = self.find(hash, lower, value) {
-            return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+        if let Some(n) = self.by_hash.get(&hash).copied() {
+            if let Some(i) = self.holds(n, lower, value) {
+                self.remember(at, n);
+                return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+            }
         }
         match static_name(lower) {
             Some(i) => put_int(out, 0x40, 6, i + 1),
@@ -556,27 +581,35 @@ impl Encoder {
             }
         }
         put_str(out, value);
-        self.insert(hash, lower, value);
+        if self.insert(hash, lower, value) {
+            self.remember(at, self.added - 1);
+        }
     }
 
-    /// The entry holding exactly `name` and `value`: its index from the
-    /// newest (0).
-    fn find(&self, hash: u64, name: &[u8], value: &[u8]) -> Option<usize> {
-        let n = *self.by_hash.get(&hash)?;
-        let i = (self.added - 1 - n) as usize;
-        let e = self.entries.get(i)?;
+    /// Entry number `n`'s index from the newest (0), if it is still in
+    /// the table and holds exactly `name` and `value`.
+    fn holds(&self, n: u64, name: &[u8], value: &[u8]) -> Option<usize> {
+        let i = self.added.checked_sub(1)?.checked_sub(n)?;
+        let e = self.entries.get(usize::try_from(i).ok()?)?;
         let same = e.name_len == name.len()
             && &e.bytes[..e.name_len] == name
             && &e.bytes[e.name_len..] == value;
-        same.then_some(i)
+        same.then_some(i as usize)
     }
 
-    fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) {
+    fn remember(&mut self, at: usize, n: u64) {
+        if let Some(slot) = self.last_block.get_mut(at) {
+            *slot = n;
+        }
+    }
+
+    /// Adds an entry; `false` when it is larger than the table.
+    fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) -> bool {
         let size = name.len() + value.len() + FIELD_OVERHEAD;
         if size > self.max {
             // §4.4: an entry larger than the table empties it.
             self.evict_to(0);
-            return;
+            return false;
         }
         self.evict_to(self.max - size);
         let mut bytes = Vec::with_capacity(name.len() + value.len());
@@ -591,6 +624,7 @@ impl Encoder {
         self.by_hash.insert(hash, self.added);
         self.added += 1;
         debug_assert!(self.size <= self.max);
+        true
     }
 
     fn evict_to(&mut self, max: usize) {
