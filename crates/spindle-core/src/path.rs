@@ -111,7 +111,11 @@ const WELL_KNOWN: &[u8] = b".well-known";
 /// Applies the segment rules to a decoded path.
 fn normalize(decoded: &[u8], allow_dotfiles: bool) -> Result<Resolved, PathError> {
     let is_dir_request = decoded.last() == Some(&b'/');
-    let mut rel = Vec::with_capacity(decoded.len() + INDEX_FILE.len());
+    // Exactly the room of a clean path (`/a/b` gives `a/b`, `/a/` gives
+    // `a/index.html`) and its NUL: the session's `CString` of it then
+    // takes this allocation as it is, with no shrink.
+    let index = if is_dir_request { INDEX_FILE.len() } else { 0 };
+    let mut rel = Vec::with_capacity(decoded.len() + index);
     for seg in decoded.split(|&b| b == b'/') {
         match seg {
             b"" | b"." => continue,
@@ -218,5 +222,13 @@ mod tests {
         assert_eq!(target_path(b"HTTP://h"), Some(&b"/"[..]));
         assert_eq!(target_path(b"*"), None);
         assert_eq!(target_path(b"h:80"), None);
+    }
+
+    #[test]
+    fn a_clean_path_leaves_room_for_its_nul_alone() {
+        for target in ["/", "/a/b.txt", "/a/", "/x%41y"] {
+            let rel = resolve(target.as_bytes(), false).unwrap().rel;
+            assert_eq!(rel.capacity(), rel.len() + 1, "{target}");
+        }
     }
 }

@@ -128,9 +128,8 @@ impl Response {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx<'a> {
     pub server: &'a str,
-    /// Configured header fields for every response, as `Name: value\r\n`
-    /// lines (checked when loaded).
-    pub extra: &'a [u8],
+    /// Configured header fields for every response (checked when loaded).
+    pub extra: &'a Fields,
     pub keep_alive: bool,
     /// Send `Connection: keep-alive` (HTTP/1.0 clients need it).
     pub announce_keep_alive: bool,
@@ -173,7 +172,7 @@ impl Head {
     /// status, the fields, and the bytes that go first (the HTTP/1.1 head,
     /// or nothing for HTTP/2), with room for `body` more.
     fn finish(mut self, ctx: &Ctx, body: usize) -> (u16, Fields, Vec<u8>) {
-        self.fields.push_lines(ctx.extra);
+        self.fields.extend(ctx.extra);
         if ctx.http2 {
             return (self.status, self.fields, Vec::with_capacity(body));
         }
@@ -207,8 +206,8 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     buf.extend_from_slice(&digits[i..]);
 }
 
-/// Appends the lower-case hex digits of `n`.
-fn push_hex(buf: &mut String, mut n: u64) {
+/// Hands the lower-case hex digits of `n` to `put`.
+fn hex(mut n: u64, put: impl FnOnce(&str)) {
     let mut digits = [0u8; 16];
     let mut i = digits.len();
     loop {
@@ -220,7 +219,7 @@ fn push_hex(buf: &mut String, mut n: u64) {
         }
     }
     // Hex digits are ASCII.
-    buf.push_str(std::str::from_utf8(&digits[i..]).expect("ascii"));
+    put(std::str::from_utf8(&digits[i..]).expect("ascii"));
 }
 
 /// The reason phrase for every status spindle sends.
@@ -258,7 +257,7 @@ fn rule_headers(h: &mut Head, rules: &Applied) {
         h.header("Cache-Control", c);
     }
     for f in &rules.headers {
-        h.fields.push_lines(f);
+        h.fields.extend(f);
     }
 }
 
@@ -325,18 +324,54 @@ pub(crate) fn plain_text(body: &str, ctx: &Ctx) -> Response {
 
 /// The strong entity tag of a file version: inode, size and mtime (ns).
 pub fn etag(meta: &FileMeta) -> String {
-    let mut tag = String::with_capacity(48);
-    tag.push('"');
-    push_hex(&mut tag, meta.ino);
-    tag.push('-');
-    push_hex(&mut tag, meta.size);
-    tag.push('-');
-    // As `{:x}` of an i64 would: the two's-complement bits.
-    push_hex(&mut tag, meta.mtime_sec as u64);
-    tag.push('.');
-    push_hex(&mut tag, u64::from(meta.mtime_nsec));
-    tag.push('"');
-    tag
+    Tag::of(meta, None).as_str().to_string()
+}
+
+/// An entity tag on the stack (the one each file response computes): a
+/// quote, four hex numbers of at most 16 digits with their separators, a
+/// coding's token and a quote fit [`Tag::CAP`].
+struct Tag {
+    buf: [u8; Tag::CAP],
+    len: usize,
+}
+
+impl Tag {
+    const CAP: usize = 80;
+
+    /// [`etag`]'s tag, with `-` and the coding's token before the closing
+    /// quote for a precompressed sidecar: distinct per coding even if two
+    /// sidecars had the same inode, size and time (RFC 9110 §8.8.3: an
+    /// entity tag names one representation).
+    fn of(meta: &FileMeta, encoding: Option<Encoding>) -> Tag {
+        let mut tag = Tag {
+            buf: [0; Tag::CAP],
+            len: 0,
+        };
+        tag.push("\"");
+        hex(meta.ino, |d| tag.push(d));
+        tag.push("-");
+        hex(meta.size, |d| tag.push(d));
+        tag.push("-");
+        // As `{:x}` of an i64 would: the two's-complement bits.
+        hex(meta.mtime_sec as u64, |d| tag.push(d));
+        tag.push(".");
+        hex(u64::from(meta.mtime_nsec), |d| tag.push(d));
+        if let Some(e) = encoding {
+            tag.push("-");
+            tag.push(e.token());
+        }
+        tag.push("\"");
+        tag
+    }
+
+    fn push(&mut self, s: &str) {
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
+        self.len += s.len();
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).expect("ASCII")
+    }
 }
 
 /// The response for a directory listing (`--autoindex`): the rendered
@@ -402,21 +437,13 @@ pub(crate) fn for_file(
     rules: &Applied,
     ctx: &Ctx,
 ) -> Response {
-    let mut tag = etag(meta);
-    if let Some(e) = rep.encoding {
-        // Distinct per coding even if two sidecars had the same inode,
-        // size and time (RFC 9110 §8.8.3: an entity tag names one
-        // representation).
-        tag.pop();
-        tag.push('-');
-        tag.push_str(e.token());
-        tag.push('"');
-    }
+    let tag = Tag::of(meta, rep.encoding);
+    let tag = tag.as_str();
     let last_modified = date::fmt_unix_cached(meta.mtime_sec);
 
     // RFC 9110 §13.2.2: the order in which preconditions are evaluated.
     if let Some(v) = &req.if_match {
-        if !etag_list_matches(v, &tag, true) {
+        if !etag_list_matches(v, tag, true) {
             return error(412, ctx, &[]);
         }
     } else if let Some(since) = req.if_unmodified_since.as_deref().and_then(date::parse) {
@@ -425,7 +452,7 @@ pub(crate) fn for_file(
         }
     }
     let not_modified = if let Some(v) = &req.if_none_match {
-        etag_list_matches(v, &tag, false)
+        etag_list_matches(v, tag, false)
     } else if let Some(since) = req.if_modified_since.as_deref().and_then(date::parse) {
         meta.mtime_sec <= since
     } else {
@@ -434,7 +461,7 @@ pub(crate) fn for_file(
     if not_modified {
         let mut h = Head::new(304, ctx);
         h.header("Last-Modified", &last_modified)
-            .header("ETag", &tag);
+            .header("ETag", tag);
         if rep.vary {
             h.header("Vary", "Accept-Encoding");
         }
@@ -447,7 +474,7 @@ pub(crate) fn for_file(
         if let Some(r) = &req.range {
             let honour = match &req.if_range {
                 None => true,
-                Some(v) => if_range_matches(v, &tag, meta.mtime_sec),
+                Some(v) => if_range_matches(v, tag, meta.mtime_sec),
             };
             if honour {
                 range = parse_range(r, meta.size);
@@ -465,7 +492,7 @@ pub(crate) fn for_file(
         // the whole of it instead (rare; a client can ask again for one).
         RangeResult::Multi(_) if rep.encoding.is_some() => (200, 0, meta.size),
         RangeResult::Multi(ranges) => {
-            return multipart(meta, &ranges, &ctype, &tag, &last_modified, rep, rules, ctx)
+            return multipart(meta, &ranges, &ctype, tag, &last_modified, rep, rules, ctx)
         }
         RangeResult::Unsatisfiable => {
             let cr = format!("bytes */{}", meta.size);
@@ -476,7 +503,7 @@ pub(crate) fn for_file(
     h.header("Content-Type", &ctype)
         .header_u64("Content-Length", len)
         .header("Last-Modified", &last_modified)
-        .header("ETag", &tag)
+        .header("ETag", tag)
         .header("Accept-Ranges", "bytes");
     if let Some(e) = rep.encoding {
         h.header("Content-Encoding", e.token());
@@ -585,7 +612,7 @@ fn boundary(seed: u64, meta: &FileMeta, ranges: &[(u64, u64)]) -> String {
     }
     let mut b = String::with_capacity(24);
     b.push_str("sp");
-    push_hex(&mut b, x | 1 << 63);
+    hex(x | 1 << 63, |d| b.push_str(d));
     b
 }
 

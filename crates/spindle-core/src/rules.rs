@@ -22,6 +22,7 @@ use globset::{Candidate, Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::access::{Referers, SecureLink};
 use crate::auth::Auth;
+use crate::fields::Fields;
 use crate::proxy::Cidr;
 
 mod redirect;
@@ -30,14 +31,14 @@ pub use redirect::Redirect;
 /// Most rules in one configuration.
 pub const MAX_RULES: usize = 256;
 
-/// One rule, as configured (header fields already checked and rendered
-/// for the wire by the caller: `Name: value\r\n` each).
+/// One rule, as configured (header fields already checked by the caller,
+/// and parsed: [`Fields::from_lines`]).
 #[derive(Debug, Clone, Default)]
 pub struct Rule {
     pub pattern: String,
     pub cache_control: Option<String>,
     pub content_type: Option<String>,
-    pub headers: Vec<u8>,
+    pub headers: Fields,
     /// Clients let in (`allow`): where given, every other client is
     /// refused.
     pub allow: Vec<Cidr>,
@@ -170,8 +171,8 @@ pub const REDIRECT_STATUSES: [u16; 4] = [301, 302, 307, 308];
 pub struct Applied<'a> {
     pub cache_control: Option<&'a str>,
     pub content_type: Option<&'a str>,
-    /// Wire-ready header fields, in rule order.
-    pub headers: Vec<&'a [u8]>,
+    /// The rules' header fields, in rule order.
+    pub headers: Vec<&'a Fields>,
 }
 
 /// What the matching rules decided so far, in file order.
@@ -424,7 +425,7 @@ mod tests {
             pattern: pattern.into(),
             cache_control: cc.map(Into::into),
             content_type: ct.map(Into::into),
-            headers: h.as_bytes().to_vec(),
+            headers: Fields::from_lines(h.as_bytes()),
             ..Rule::default()
         }
     }
@@ -446,14 +447,17 @@ mod tests {
         let a = r.apply(b"assets/app.wasm");
         assert_eq!(a.cache_control, Some("max-age=31536000, immutable"));
         assert_eq!(a.content_type, Some("application/wasm"));
-        assert_eq!(a.headers, vec![&b"X-A: 1\r\n"[..]]);
+        assert_eq!(a.headers, vec![&Fields::from_lines(b"X-A: 1\r\n")]);
         // `*` stays within a segment.
         let a = r.apply(b"assets/sub/app.wasm");
         assert_eq!(a.content_type, None);
         assert_eq!(a.cache_control, Some("max-age=31536000, immutable"));
         let a = r.apply(b"index.html");
         assert_eq!(a.cache_control, Some("no-cache"));
-        assert_eq!(a.headers, vec![&b"X-Frame-Options: DENY\r\n"[..]]);
+        assert_eq!(
+            a.headers,
+            vec![&Fields::from_lines(b"X-Frame-Options: DENY\r\n")]
+        );
         assert_eq!(r.apply(b"docs/index.html").headers.len(), 0);
         // Names that are not UTF-8 are matched too.
         assert_eq!(

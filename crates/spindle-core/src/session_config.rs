@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::sync::Arc;
 
 use crate::encoding::Encoding;
+use crate::fields::Fields;
 use crate::limits;
 use crate::rules::Rules;
 
@@ -16,10 +17,10 @@ pub struct SessionConfig {
     pub max_header_bytes: usize,
     pub max_requests_per_connection: u64,
     pub allow_dotfiles: bool,
-    /// Header fields added to every response, as they go on the wire
-    /// (`Name: value\r\n` each; checked by the driver's configuration),
-    /// like nginx's `add_header ... always`.
-    pub extra_headers: Vec<u8>,
+    /// Header fields added to every response (checked by the driver's
+    /// configuration, and parsed once: [`Fields::from_lines`]), like
+    /// nginx's `add_header ... always`.
+    pub extra_headers: Fields,
     /// Codings served from precompressed sidecars (`file.br`, `file.zst`,
     /// `file.gz`), in the server's order of preference; empty: off.
     pub precompressed: Vec<Encoding>,
@@ -106,7 +107,7 @@ impl Default for SessionConfig {
             max_header_bytes: limits::DEFAULT_MAX_HEADER_BYTES,
             max_requests_per_connection: limits::DEFAULT_MAX_REQUESTS_PER_CONNECTION,
             allow_dotfiles: false,
-            extra_headers: Vec::new(),
+            extra_headers: Fields::default(),
             precompressed: Vec::new(),
             boundary_seed: 0,
             rules: Arc::default(),

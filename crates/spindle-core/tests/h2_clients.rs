@@ -60,8 +60,8 @@ fn serve(mut sock: TcpStream) {
             progress = true;
             match e {
                 Event::Request(r) => {
-                    let len: u64 = r.path[1..].parse().unwrap_or(0);
-                    let head = r.method == "HEAD";
+                    let len: u64 = r.path()[1..].parse().unwrap_or(0);
+                    let head = r.method() == "HEAD";
                     let cl = len.to_string();
                     c.send_headers(
                         r.stream_id,

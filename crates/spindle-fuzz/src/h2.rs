@@ -97,7 +97,7 @@ pub fn h2(data: &[u8]) {
             match e {
                 Event::Request(r) => {
                     assert!(!open.contains(&r.stream_id));
-                    assert!(r.path.starts_with('/') || r.path == "*");
+                    assert!(r.path().starts_with('/') || r.path() == "*");
                     world = xorshift(world);
                     match world % 8 {
                         0 => c.reset(r.stream_id, ErrorCode::Cancel),

@@ -392,8 +392,8 @@ pub struct Config {
     pub http2: bool,
     /// `--redirect-https`: plain listeners redirect to HTTPS.
     pub redirect_https: bool,
-    /// `--add-header` fields, wire-ready (`Name: value\r\n` each).
-    pub extra_headers: Vec<u8>,
+    /// `--add-header` fields, checked and parsed.
+    pub extra_headers: spindle_core::Fields,
     /// Codings served from precompressed sidecars, preferred first.
     pub precompressed: Vec<spindle_core::Encoding>,
     /// Pages for error statuses, as paths relative to the root.

@@ -37,7 +37,7 @@ use super::frame::{
     MAX_WINDOW, MIN_MAX_FRAME_SIZE,
 };
 use super::hpack::{self, Decoder, Encoder};
-use super::request::{request, Reject};
+use super::request::{request, Packed, Reject};
 use super::settings::*;
 use crate::limits;
 
@@ -59,9 +59,9 @@ pub const MAX_PENDING_EVENTS: usize = 256;
 /// after our RST_STREAM are ignored.
 const RECENTLY_CLOSED: usize = 64;
 
-/// `out`, the header block buffer and the HPACK encoding buffer keep at
-/// most this much capacity once emptied, so an idle connection holds
-/// little.
+/// `out`, the header block buffer, its decoded fields' buffer and the
+/// HPACK encoding buffer keep at most this much capacity once emptied,
+/// so an idle connection holds little.
 const KEEP_CAPACITY: usize = 4096;
 
 /// The length of the budget windows in [`FloodLimits`].
@@ -177,6 +177,8 @@ pub struct H2Conn {
     max_client_stream: u32,
     recently_closed: VecDeque<(u32, Closed)>,
     block: Vec<u8>,
+    /// The last header block's fields, decoded (empty between blocks).
+    fields: Packed,
     block_stream: u32,
     block_end_stream: bool,
     block_frames: u32,
@@ -235,6 +237,7 @@ impl H2Conn {
             max_client_stream: 0,
             recently_closed: VecDeque::new(),
             block: Vec::new(),
+            fields: Packed::default(),
             block_stream: 0,
             block_end_stream: false,
             block_frames: 0,
@@ -352,6 +355,7 @@ impl H2Conn {
     pub fn buffered(&self) -> usize {
         self.out.capacity()
             + self.block.capacity()
+            + self.fields.capacity()
             + self.scratch.capacity()
             + self.hpack.table_size()
             + self.encoder.table_size()

@@ -18,6 +18,7 @@
 //! one, each string Huffman-coded when that is shorter.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::huffman;
 
@@ -337,13 +338,19 @@ fn string(buf: &[u8], out: &mut Vec<u8>) -> Result<usize, HpackError> {
 }
 
 /// Appends an integer with a `prefix`-bit prefix, the prefix's byte
-/// starting with `flags`.
+/// starting with `flags`: inline for the one byte most take (an index).
+#[inline]
 fn put_int(out: &mut Vec<u8>, flags: u8, prefix: u32, value: usize) {
     let max_prefix = (1usize << prefix) - 1;
     if value < max_prefix {
         out.push(flags | value as u8);
         return;
     }
+    put_long_int(out, flags, max_prefix, value);
+}
+
+/// [`put_int`] of a value that does not fit the prefix.
+fn put_long_int(out: &mut Vec<u8>, flags: u8, max_prefix: usize, value: usize) {
     out.push(flags | max_prefix as u8);
     let mut rest = value - max_prefix;
     while rest >= 0x80 {
@@ -397,23 +404,24 @@ pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
     with_lower(name, |lower| encode_lower(lower, value, out));
 }
 
-/// Calls `f` with `name` lowercased: the name itself when it is already,
-/// else a copy on the stack when it fits [`NAME_ON_STACK`].
+/// Calls `f` with `name` lowercased: a copy on the stack when it fits
+/// [`NAME_ON_STACK`] (one pass the compiler vectorizes, cheaper than
+/// looking for an uppercase letter first), else the name itself when it
+/// is lowercase already.
 fn with_lower<R>(name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    let mut buf = [0u8; NAME_ON_STACK];
-    let copy;
-    let lower: &[u8] = if !name.iter().any(u8::is_ascii_uppercase) {
-        name
-    } else if name.len() <= NAME_ON_STACK {
-        let b = &mut buf[..name.len()];
-        b.copy_from_slice(name);
-        b.make_ascii_lowercase();
-        b
+    if name.len() <= NAME_ON_STACK {
+        let mut buf = [0u8; NAME_ON_STACK];
+        let lower = &mut buf[..name.len()];
+        for (l, &b) in lower.iter_mut().zip(name) {
+            *l = b.to_ascii_lowercase();
+        }
+        return f(lower);
+    }
+    if name.iter().any(u8::is_ascii_uppercase) {
+        f(&name.to_ascii_lowercase())
     } else {
-        copy = name.to_ascii_lowercase();
-        &copy
-    };
-    f(lower)
+        f(name)
+    }
 }
 
 /// A literal without indexing (§6.2.2) of a lowercase name and its value.
@@ -457,9 +465,23 @@ pub struct Encoder {
     update: Option<(usize, usize)>,
     /// Entries added so far: the newest's number is `added - 1`.
     added: u64,
-    /// An entry's number by the hash of its name and value.
-    by_hash: HashMap<u64, u64, foldhash::fast::FixedState>,
+    /// An entry's number by the hash of its name and value (a hash
+    /// already, so not hashed again).
+    by_hash: HashMap<u64, u64, BuildHasherDefault<HashIsKey>>,
+    /// The entry number each of the last block's first fields was sent
+    /// as ([`NO_ENTRY`]: none): a response's fields mostly come in the
+    /// same order with the same values as the last one's, and one
+    /// comparison with that entry then finds it, with no hash.
+    last_block: [u64; LAST_BLOCK_FIELDS],
+    /// The next field's place in this block.
+    at: usize,
 }
+
+/// Fields of a block [`Encoder::last_block`] remembers.
+const LAST_BLOCK_FIELDS: usize = 16;
+
+/// No entry, in [`Encoder::last_block`].
+const NO_ENTRY: u64 = u64::MAX;
 
 #[derive(Debug)]
 struct EncEntry {
@@ -490,7 +512,9 @@ impl Encoder {
             max: ENCODER_TABLE_MAX.min(super::settings::DEFAULT_HEADER_TABLE_SIZE as usize),
             update: None,
             added: 0,
-            by_hash: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0x5eed)),
+            by_hash: HashMap::default(),
+            last_block: [NO_ENTRY; LAST_BLOCK_FIELDS],
+            at: 0,
         }
     }
 
@@ -515,6 +539,7 @@ impl Encoder {
 
     /// Starts a header block: the size updates owed go first (§4.2).
     pub fn begin_block(&mut self, out: &mut Vec<u8>) {
+        self.at = 0;
         if let Some((smallest, now)) = self.update.take() {
             if smallest != now {
                 put_int(out, 0x20, 5, smallest);
@@ -532,12 +557,21 @@ impl Encoder {
     }
 
     fn lower_field(&mut self, lower: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        let at = self.at;
+        self.at = self.at.saturating_add(1);
+        let last = self.last_block.get(at).copied().unwrap_or(NO_ENTRY);
+        if let Some(i) = self.holds(last, lower, value) {
+            return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+        }
         if !worth_indexing(lower, value) {
             return encode_lower(lower, value, out);
         }
         let hash = field_hash(lower, value);
-        if let Some(i) = self.find(hash, lower, value) {
-            return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+        if let Some(n) = self.by_hash.get(&hash).copied() {
+            if let Some(i) = self.holds(n, lower, value) {
+                self.remember(at, n);
+                return put_int(out, 0x80, 7, STATIC_TABLE.len() + 1 + i);
+            }
         }
         match static_name(lower) {
             Some(i) => put_int(out, 0x40, 6, i + 1),
@@ -547,27 +581,35 @@ impl Encoder {
             }
         }
         put_str(out, value);
-        self.insert(hash, lower, value);
+        if self.insert(hash, lower, value) {
+            self.remember(at, self.added - 1);
+        }
     }
 
-    /// The entry holding exactly `name` and `value`: its index from the
-    /// newest (0).
-    fn find(&self, hash: u64, name: &[u8], value: &[u8]) -> Option<usize> {
-        let n = *self.by_hash.get(&hash)?;
-        let i = (self.added - 1 - n) as usize;
-        let e = self.entries.get(i)?;
+    /// Entry number `n`'s index from the newest (0), if it is still in
+    /// the table and holds exactly `name` and `value`.
+    fn holds(&self, n: u64, name: &[u8], value: &[u8]) -> Option<usize> {
+        let i = self.added.checked_sub(1)?.checked_sub(n)?;
+        let e = self.entries.get(usize::try_from(i).ok()?)?;
         let same = e.name_len == name.len()
             && &e.bytes[..e.name_len] == name
             && &e.bytes[e.name_len..] == value;
-        same.then_some(i)
+        same.then_some(i as usize)
     }
 
-    fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) {
+    fn remember(&mut self, at: usize, n: u64) {
+        if let Some(slot) = self.last_block.get_mut(at) {
+            *slot = n;
+        }
+    }
+
+    /// Adds an entry; `false` when it is larger than the table.
+    fn insert(&mut self, hash: u64, name: &[u8], value: &[u8]) -> bool {
         let size = name.len() + value.len() + FIELD_OVERHEAD;
         if size > self.max {
             // §4.4: an entry larger than the table empties it.
             self.evict_to(0);
-            return;
+            return false;
         }
         self.evict_to(self.max - size);
         let mut bytes = Vec::with_capacity(name.len() + value.len());
@@ -582,6 +624,7 @@ impl Encoder {
         self.by_hash.insert(hash, self.added);
         self.added += 1;
         debug_assert!(self.size <= self.max);
+        true
     }
 
     fn evict_to(&mut self, max: usize) {
@@ -610,8 +653,30 @@ fn worth_indexing(lower: &[u8], value: &[u8]) -> bool {
         )
 }
 
+/// The [`Hasher`] of [`Encoder`]'s map, whose keys are [`field_hash`]es:
+/// the key as it is.
+#[derive(Default)]
+struct HashIsKey(u64);
+
+impl Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 keys come here; any other input still hashes.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 fn field_hash(name: &[u8], value: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
+    use std::hash::BuildHasher;
     let mut h = foldhash::fast::FixedState::with_seed(0x5eed).build_hasher();
     h.write(name);
     h.write_u8(0xff);

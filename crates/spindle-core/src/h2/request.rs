@@ -1,6 +1,8 @@
 //! A request's header block, checked (RFC 9113 §8.3.1, §8.2) and turned
 //! into a [`Request`].
 
+pub(crate) use crate::fields::Packed;
+
 /// RFC 9218's default urgency, and the lowest priority (highest value).
 const DEFAULT_URGENCY: u8 = 3;
 const MAX_URGENCY: u8 = 7;
@@ -9,15 +11,6 @@ const MAX_URGENCY: u8 = 7;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub stream_id: u32,
-    pub method: String,
-    pub scheme: String,
-    pub authority: Option<String>,
-    /// Visible ASCII, starting with `/` (or `*` for OPTIONS).
-    pub path: String,
-    /// The regular fields in order: names lowercase tokens, values free
-    /// of NUL, CR, LF and surrounding whitespace. `cookie` may come in
-    /// several fields (§8.2.3): join them with "; ".
-    pub headers: Vec<(String, Vec<u8>)>,
     /// No body follows. A body is read and dropped here: one up to
     /// `limits::MAX_DISCARD_BODY` before the request is handed out (then
     /// this is true), a larger one while the response goes out (reset
@@ -25,6 +18,10 @@ pub struct Request {
     pub end_stream: bool,
     /// RFC 9218 urgency from the `priority` field, 0 (first) to 7.
     pub urgency: u8,
+    /// The block's fields as decoded, checked: pseudo-header fields
+    /// first (one each of `:method`, `:scheme` and `:path`, `:authority`
+    /// maybe), then the regular fields in order.
+    fields: Packed,
 }
 
 impl Request {
@@ -32,20 +29,61 @@ impl Request {
     /// makes; [`crate::request::from_fields`]). `Err`: a request the core
     /// cannot take, which resets the stream (§8.1.1).
     pub fn to_core(&self) -> Result<Box<crate::request::Request>, crate::request::Malformed> {
-        crate::request::from_fields(
-            self.method.as_bytes(),
-            self.path.as_bytes(),
-            self.authority.as_deref().map(str::as_bytes),
-            self.headers.iter().map(|(n, v)| (n.as_bytes(), &v[..])),
-        )
+        // The pseudo-header fields in one pass, as bytes.
+        let (mut method, mut path, mut authority) = (&[][..], &[][..], None);
+        let mut fields = self.fields.iter().peekable();
+        while let Some((n, v)) = fields.next_if(|(n, _)| n.first() == Some(&b':')) {
+            match n {
+                b":method" => method = v,
+                b":path" => path = v,
+                b":authority" => authority = Some(v),
+                _ => {}
+            }
+        }
+        crate::request::from_fields(method, path, authority, fields)
+    }
+
+    /// A pseudo-header field's value (visible ASCII, checked).
+    fn pseudo(&self, name: &[u8]) -> Option<&str> {
+        let (_, v) = self
+            .fields
+            .iter()
+            .take_while(|(n, _)| n.first() == Some(&b':'))
+            .find(|(n, _)| *n == name)?;
+        Some(std::str::from_utf8(v).expect("checked as ASCII"))
+    }
+
+    pub fn method(&self) -> &str {
+        self.pseudo(b":method").expect("checked present")
+    }
+
+    pub fn scheme(&self) -> &str {
+        self.pseudo(b":scheme").expect("checked present")
+    }
+
+    /// Visible ASCII, starting with `/` (or `*` for OPTIONS).
+    pub fn path(&self) -> &str {
+        self.pseudo(b":path").expect("checked present")
+    }
+
+    pub fn authority(&self) -> Option<&str> {
+        self.pseudo(b":authority")
+    }
+
+    /// The regular fields in order: names lowercase tokens, values free
+    /// of NUL, CR, LF and surrounding whitespace. `cookie` may come in
+    /// several fields (§8.2.3): join them with "; ".
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.fields
+            .iter()
+            .skip_while(|(n, _)| n.first() == Some(&b':'))
     }
 
     /// The first field named `name` (lowercase), if any.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| &v[..])
+        self.headers()
+            .find(|(n, _)| *n == name.as_bytes())
+            .map(|(_, v)| v)
     }
 }
 
@@ -66,106 +104,98 @@ const CONNECTION_SPECIFIC: [&[u8]; 5] = [
     b"upgrade",
 ];
 
-/// Checks a request's fields (§8.3.1, §8.2) and builds it; also returns
-/// its content-length, if it has one.
+/// Checks a request's fields (§8.3.1, §8.2) and builds it, in one
+/// allocation; also returns its content-length, if it has one.
 pub(super) fn request(
     stream_id: u32,
-    fields: Vec<(Vec<u8>, Vec<u8>)>,
+    fields: &Packed,
     end_stream: bool,
 ) -> Result<(Request, Option<u64>), Reject> {
     let (mut method, mut scheme, mut authority, mut path) = (None, None, None, None);
-    let mut headers = Vec::new();
+    let mut regular = 0usize;
+    let mut host = None;
     let mut content_length: Option<u64> = None;
     let mut urgency = DEFAULT_URGENCY;
-    for (name, value) in fields {
-        if !valid_value(&value) {
+    for (name, value) in fields.iter() {
+        if !valid_value(value) {
             return Err(Reject::Malformed);
         }
         if name.first() == Some(&b':') {
-            if !headers.is_empty() {
+            if regular > 0 {
                 // §8.3: pseudo-header fields come first.
                 return Err(Reject::Malformed);
             }
-            let slot = match &name[..] {
+            let slot = match name {
                 b":method" => &mut method,
                 b":scheme" => &mut scheme,
                 b":authority" => &mut authority,
                 b":path" => &mut path,
                 _ => return Err(Reject::Malformed),
             };
-            if slot.is_some() {
+            if slot.is_some() || !ascii(value) {
                 return Err(Reject::Malformed);
             }
-            *slot = Some(ascii(value)?);
+            *slot = Some(value);
             continue;
         }
+        regular += 1;
         if name.is_empty() || !name.iter().all(|&b| is_token(b) && !b.is_ascii_uppercase()) {
             return Err(Reject::Malformed);
         }
-        if CONNECTION_SPECIFIC.contains(&&name[..])
+        if CONNECTION_SPECIFIC.contains(&name)
             || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers"))
         {
             return Err(Reject::Malformed);
         }
-        if name == b"content-length" {
-            let n = std::str::from_utf8(&value)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(Reject::Malformed)?;
-            if content_length.is_some_and(|c| c != n) {
-                return Err(Reject::Malformed);
+        match name {
+            b"content-length" => {
+                let n = std::str::from_utf8(value)
+                    .ok()
+                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(Reject::Malformed)?;
+                if content_length.is_some_and(|c| c != n) {
+                    return Err(Reject::Malformed);
+                }
+                content_length = Some(n);
             }
-            content_length = Some(n);
+            b"priority" => urgency = parse_urgency(value).unwrap_or(urgency),
+            b"host" if host.is_none() => host = Some(value),
+            _ => {}
         }
-        if name == b"priority" {
-            urgency = parse_urgency(&value).unwrap_or(urgency);
-        }
-        let name = String::from_utf8(name).map_err(|_| Reject::Malformed)?;
-        headers.push((name, value));
     }
     let method = method.ok_or(Reject::Malformed)?;
     // §8.3.1: a Host that names another authority than :authority.
-    let host = headers.iter().find(|(n, _)| n == "host").map(|(_, v)| v);
-    if let (Some(a), Some(h)) = (&authority, host) {
-        if !a.as_bytes().eq_ignore_ascii_case(h) {
+    if let (Some(a), Some(h)) = (authority, host) {
+        if !a.eq_ignore_ascii_case(h) {
             return Err(Reject::Malformed);
         }
     }
-    if method == "CONNECT" {
+    if method == b"CONNECT" {
         return Err(Reject::Connect);
     }
-    let (Some(scheme), Some(path)) = (scheme, path) else {
+    let (Some(_), Some(path)) = (scheme, path) else {
         return Err(Reject::Malformed);
     };
-    if !(path.starts_with('/') || (path == "*" && method == "OPTIONS")) {
+    if !(path.starts_with(b"/") || (path == b"*" && method == b"OPTIONS")) {
         return Err(Reject::Malformed);
     }
-    if method.is_empty() || !method.bytes().all(is_token) {
+    if method.is_empty() || !method.iter().all(|&b| is_token(b)) {
         return Err(Reject::Malformed);
     }
-    Ok((
-        Request {
-            stream_id,
-            method,
-            scheme,
-            authority,
-            path,
-            headers,
-            end_stream,
-            urgency,
-        },
-        content_length,
-    ))
+    // The fields as they are, in one allocation and one copy.
+    let req = Request {
+        stream_id,
+        end_stream,
+        urgency,
+        fields: fields.clone(),
+    };
+    Ok((req, content_length))
 }
 
 /// A pseudo-header's value: visible ASCII only.
-fn ascii(value: Vec<u8>) -> Result<String, Reject> {
-    if value.iter().all(|b| (0x21..0x7f).contains(b)) {
-        String::from_utf8(value).map_err(|_| Reject::Malformed)
-    } else {
-        Err(Reject::Malformed)
-    }
+fn ascii(value: &[u8]) -> bool {
+    value.iter().all(|b| (0x21..0x7f).contains(b))
 }
 
 /// §8.2.1: no NUL, CR or LF, and no whitespace at either end.
@@ -178,8 +208,37 @@ fn valid_value(v: &[u8]) -> bool {
 
 /// RFC 9110 §5.6.2 tchar.
 fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// [`is_token`] by byte: one load per byte of each name.
+const TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    t
+};
 
 /// RFC 9218 §4.1's `u` parameter from a `priority` field (a structured
 /// dictionary; other members ignored).
@@ -193,4 +252,15 @@ fn parse_urgency(v: &[u8]) -> Option<u8> {
             _ => None,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_token_table_is_rfc_9110s_tchar() {
+        for b in 0..=255u8 {
+            let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(super::is_token(b), tchar, "{b}");
+        }
+    }
 }

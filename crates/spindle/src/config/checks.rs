@@ -356,8 +356,9 @@ pub(super) fn precompressed(names: &[String]) -> Result<Vec<spindle_core::Encodi
     Ok(out)
 }
 
-/// Checks `--add-header` values and renders them for the wire.
-pub(super) fn header_fields(what: &str, fields: &[String]) -> Result<Vec<u8>, String> {
+/// Checks `--add-header` values and parses them, once, into the fields
+/// each response appends.
+pub(super) fn header_fields(what: &str, fields: &[String]) -> Result<spindle_core::Fields, String> {
     if fields.len() > MAX_ADD_HEADERS {
         return Err(format!(
             "{what}: {} fields; at most {MAX_ADD_HEADERS}",
@@ -398,7 +399,7 @@ pub(super) fn header_fields(what: &str, fields: &[String]) -> Result<Vec<u8>, St
             out.len()
         ));
     }
-    Ok(out)
+    Ok(spindle_core::Fields::from_lines(&out))
 }
 
 /// Checks `--proxy-from` against `--proxy-listen`: each needs the other.

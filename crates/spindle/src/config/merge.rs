@@ -142,7 +142,7 @@ impl Timeouts {
 /// rules. The command line's list of each replaces the file's, as for
 /// every other key.
 pub(super) struct Responses {
-    pub(super) extra_headers: Vec<u8>,
+    pub(super) extra_headers: spindle_core::Fields,
     pub(super) precompressed: Vec<spindle_core::Encoding>,
     pub(super) error_pages: Vec<(u16, std::ffi::CString)>,
     pub(super) charset: String,

@@ -224,18 +224,31 @@ impl H2Conn {
         let id = self.block_stream;
         let end_stream = self.block_end_stream;
         self.block_stream = 0;
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let block = std::mem::take(&mut self.block);
+        // Decoded into a buffer the connection keeps (emptied after each
+        // block), so a request's fields cost no allocation each.
+        let mut fields = std::mem::take(&mut self.fields);
         let decoded = self.hpack.decode(
-            &block,
+            &self.block,
             self.cfg.max_header_list_size as usize,
-            &mut |n, v| fields.push((n.to_vec(), v.to_vec())),
+            &mut |n, v| fields.push(n, v),
         );
-        self.block = block;
         self.block.clear();
         if self.block.capacity() > KEEP_CAPACITY {
             self.block = Vec::new();
         }
+        self.on_block(id, end_stream, decoded, &fields);
+        fields.clear(KEEP_CAPACITY);
+        self.fields = fields;
+    }
+
+    /// What a decoded header block does.
+    fn on_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        decoded: Result<bool, hpack::HpackError>,
+        fields: &Packed,
+    ) {
         let fits = match decoded {
             Ok(fits) => fits,
             Err(_) => return self.conn_error(ErrorCode::CompressionError),

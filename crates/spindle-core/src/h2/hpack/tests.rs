@@ -430,3 +430,48 @@ fn the_encoder_signals_the_peers_table_size_before_its_next_block() {
     let block = encode_block(&mut e, &fields);
     assert_eq!(block[0], 0x88, ":status 200 first");
 }
+
+/// The fields of the last block, remembered by place, are found again
+/// whatever moved: fields in another order, values that change, entries
+/// evicted, more fields than it remembers.
+#[test]
+fn the_encoder_keeps_in_step_when_the_fields_move() {
+    let mut e = Encoder::new();
+    let mut d = Decoder::new(4096);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..3000u32 {
+        let n = 1 + next() % 20;
+        let values: Vec<(String, String)> = (0..n)
+            .map(|_| {
+                let r = next();
+                let name = format!("x-{}", r % 24);
+                let value = "v".repeat((r >> 8) as usize % (if i % 7 == 0 { 600 } else { 40 }));
+                (name, value)
+            })
+            .collect();
+        let fields: Vec<(&str, &str)> = values
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let block = encode_block(&mut e, &fields);
+        assert_eq!(
+            decode_all(&mut d, &block),
+            with_status(&fields),
+            "block {i}"
+        );
+        // The same block again: every field that fits the table, one byte.
+        let again = encode_block(&mut e, &fields);
+        assert_eq!(
+            decode_all(&mut d, &again),
+            with_status(&fields),
+            "block {i}"
+        );
+        assert!(e.table_size() <= ENCODER_TABLE_MAX);
+    }
+}

@@ -432,7 +432,7 @@ fn s5_3_1_a_stream_depending_on_itself_is_a_stream_error() {
     t.reset(3, ErrorCode::ProtocolError);
     // The HPACK table stayed in step: the next request decodes.
     t.send(&headers(5, &get("/x"), true));
-    assert_eq!(t.requests()[0].path, "/x");
+    assert_eq!(t.requests()[0].path(), "/x");
 }
 
 // §6.1 DATA.
@@ -723,7 +723,7 @@ fn s6_10_continuation_carries_a_block() {
     t.send(&raw(kind::HEADERS, flag::END_STREAM, 1, &b[..10]));
     t.send(&raw(kind::CONTINUATION, 0, 1, &b[10..20]));
     t.send(&raw(kind::CONTINUATION, flag::END_HEADERS, 1, &b[20..]));
-    assert_eq!(t.requests()[0].path, "/split");
+    assert_eq!(t.requests()[0].path(), "/split");
 }
 
 #[test]
