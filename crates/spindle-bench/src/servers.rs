@@ -159,8 +159,9 @@ impl Server {
 
     /// A spindle server's backend (without a baseline's `@PATH`).
     pub fn spindle_backend(&self) -> Option<&str> {
-        match self {
-            Server::Spindle(b) => Some(b.split_once('@').map_or(b.as_str(), |(b, _)| b)),
+        match (self, self.spindle_at()) {
+            (_, Some((b, _))) => Some(b),
+            (Server::Spindle(b), None) => Some(b),
             _ => None,
         }
     }
@@ -175,7 +176,7 @@ impl Server {
 
     pub fn name(&self) -> String {
         match self {
-            Server::Spindle(b) => match b.split_once('@') {
+            Server::Spindle(b) => match self.spindle_at() {
                 // A baseline build: named by its binary's file name.
                 Some((b, p)) => {
                     let file = Path::new(p).file_name().unwrap_or_default();
@@ -292,8 +293,8 @@ impl Running {
         let root = setup.root.display();
         let w = setup.workers.max(1);
         let mut argv: Vec<String> = match server {
-            Server::Spindle(backend) => {
-                let mut a = match backend.split_once('@') {
+            Server::Spindle(_) => {
+                let mut a = match server.spindle_at() {
                     Some((_, path)) => vec![path.to_string()],
                     None => {
                         let exe =
