@@ -28,10 +28,12 @@ mod life;
 pub mod policy;
 pub mod sendq;
 mod serve;
+mod steps;
 mod table;
 pub mod tls;
 
 pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerContext};
 pub use life::{Life, Next, Phase, Waiting};
 pub use serve::{Admitted, Answer, Found, Listed, OpenResult, Reply, Serving};
+pub use steps::{Connection, Steps, Transport};
 pub use table::{Slots, Ticket};

@@ -12,7 +12,7 @@ use super::{
     TOKEN_SHUTDOWN,
 };
 use crate::conn::policy::TICK;
-use crate::conn::{Phase, Serving, Slots, Ticket, WorkerContext};
+use crate::conn::{Phase, Serving, Slots, Steps, Ticket, WorkerContext};
 use crate::net;
 
 pub(super) fn epoll_add(epfd: RawFd, fd: RawFd, events: u32, token: u64) -> io::Result<()> {

@@ -5,112 +5,13 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 
-use spindle_core::{AuthCheck, ListRequest, OpenRequest, Response};
+use spindle_core::{OpenRequest, Response};
 
 use super::{Completion, Mover, Opened, Progress, Tx, Worker, READ_TURN_BYTES};
 use crate::conn::policy::{changed, read_failed};
-use crate::conn::{Answer, Found, Listed, Next, Phase, Ticket};
+use crate::conn::{Connection, Found, OpenResult, Phase, Reply, Steps, Ticket, Transport};
 
 impl<M: Mover> Worker<M> {
-    /// Asks the session what to do next, and starts doing it.
-    pub(super) fn drive(&mut self, who: Ticket) {
-        let mut budget = READ_TURN_BYTES;
-        loop {
-            let c = self.conns.get(who).expect("live connection");
-            if c.proto.is_h2() {
-                // The bytes just received made it HTTP/2 (the preface, or
-                // ALPN at the end of the handshake).
-                return self.h2_service(who);
-            }
-            let stream = c.proto.is_stream();
-            let tls = c.tls.as_ref().map(|t| t.handshaking());
-            let (ctx, draining) = (&self.serve.ctx, self.serve.draining);
-            let next = c.life.next(ctx, self.now, draining, tls);
-            if stream && matches!(next, Next::Receive | Next::Close { .. }) {
-                // A stream's session had its whole request; after its
-                // response it is over.
-                return self.close(who);
-            }
-            match next {
-                Next::Receive => {
-                    if !self.recv_in_turn(who, &mut budget) {
-                        return;
-                    }
-                }
-                Next::Open(req) => return self.open_step(who, req),
-                Next::Authenticate(check) => return self.auth_step(who, check),
-                Next::Respond(resp) => return self.start_tx(who, resp, None),
-                Next::Close { linger: false } => return self.close(who),
-                Next::Close { linger: true } => return self.begin_close(who, true),
-            }
-        }
-    }
-
-    /// Opens a path the session asked for: from the open-file cache, or by
-    /// the mover (at once, or later for posix-aio's helper thread).
-    fn open_step(&mut self, who: Ticket, req: OpenRequest) {
-        if let Some(found) = self.serve.lookup(&req, self.now) {
-            self.opened(who, &req, found);
-            return;
-        }
-        match self.mover.open(who, &req) {
-            Opened::Now(res) => self.opened(who, &req, Found::opened(res)),
-            Opened::Later => {
-                let c = self.conn(who);
-                c.life.phase = Phase::Opening;
-                c.open = Some(req);
-                self.read_ahead(who);
-            }
-        }
-    }
-
-    /// The session's answer to an open (from the cache or the mover), sent.
-    fn opened(&mut self, who: Ticket, req: &OpenRequest, found: Found) {
-        let c = self.conns.get(who).expect("live connection");
-        match self.serve.opened(&mut c.life, req, found, false, self.now) {
-            Answer::Send(r) => self.start_tx(who, r.resp, r.file),
-            Answer::Open(next) => self.open_step(who, next),
-            Answer::List(list) => self.list_step(who, list),
-        }
-    }
-
-    /// Lists a directory the session asked for (`conn::Serving::list`).
-    fn list_step(&mut self, who: Ticket, req: ListRequest) {
-        let c = self.conns.get(who).expect("live connection");
-        if let Listed::Now(resp) = self.serve.list(&mut c.life, &req, who, self.now) {
-            self.start_tx(who, resp, None);
-        }
-    }
-
-    /// Checks credentials the session asked about
-    /// (`conn::Serving::authenticate`).
-    fn auth_step(&mut self, who: Ticket, check: AuthCheck) {
-        let c = self.conns.get(who).expect("live connection");
-        if let Some(next) = self.serve.authenticate(&mut c.life, check, who, self.now) {
-            self.after_helper(who, next);
-        }
-    }
-
-    /// Goes on with what a listing or a password check decided.
-    fn after_helper(&mut self, who: Ticket, next: Next) {
-        match next {
-            Next::Open(req) => self.open_step(who, req),
-            Next::Respond(resp) => self.start_tx(who, resp, None),
-            other => unreachable!("a helper's answer gave {other:?}"),
-        }
-    }
-
-    /// Listings and password checks the helpers finished: each to the
-    /// connection still waiting for it.
-    pub(super) fn on_helpers(&mut self) {
-        let done = self
-            .serve
-            .helpers_done(&mut self.conns, self.now, |c| &mut c.life);
-        for (who, next) in done {
-            self.after_helper(who, next);
-        }
-    }
-
     // ----- transmitting -------------------------------------------------
 
     fn start_tx(&mut self, who: Ticket, mut resp: Response, file: Option<Rc<OwnedFd>>) {
@@ -312,6 +213,92 @@ impl<M: Mover> Worker<M> {
                     self.pump(who);
                 }
             }
+        }
+    }
+}
+
+impl<S> Connection for super::Conn<S> {
+    fn life(&self) -> &crate::conn::Life {
+        &self.life
+    }
+
+    fn life_mut(&mut self) -> &mut crate::conn::Life {
+        &mut self.life
+    }
+
+    fn is_h2(&self) -> bool {
+        self.proto.is_h2()
+    }
+
+    fn is_stream(&self) -> bool {
+        self.proto.is_stream()
+    }
+
+    fn tls_handshaking(&self) -> Option<bool> {
+        self.tls.as_ref().map(|t| t.handshaking())
+    }
+}
+
+/// The epoll loop's primitives for a connection's steps
+/// (`conn::Steps`).
+impl<M: Mover> Transport for Worker<M> {
+    type Conn = super::Conn<M::State>;
+    /// No mover reads a first use with `O_DIRECT`.
+    const DIRECT_READS: bool = false;
+    const RECEIVE_TURN: usize = READ_TURN_BYTES;
+
+    fn parts(
+        &mut self,
+    ) -> (
+        &mut crate::conn::Serving,
+        &mut crate::conn::Slots<Self::Conn>,
+    ) {
+        (&mut self.serve, &mut self.conns)
+    }
+
+    fn now(&self) -> std::time::Instant {
+        self.now
+    }
+
+    /// One `recv` within the connection's turn.
+    fn receive_for(&mut self, who: Ticket, budget: &mut usize) -> bool {
+        self.recv_in_turn(who, budget)
+    }
+
+    /// By the mover: at once, or later (posix-aio's helper thread).
+    fn open_file(&mut self, who: Ticket, req: OpenRequest) -> Option<(OpenRequest, OpenResult)> {
+        match self.mover.open(who, &req) {
+            Opened::Now(res) => Some((req, res)),
+            Opened::Later => {
+                let c = self.conn(who);
+                c.life.phase = Phase::Opening;
+                c.open = Some(req);
+                self.read_ahead(who);
+                None
+            }
+        }
+    }
+
+    fn transmit(&mut self, who: Ticket, r: Reply) {
+        self.start_tx(who, r.resp, r.file);
+    }
+
+    /// Nothing to arm: the helpers' eventfd is in the epoll set.
+    fn await_helpers(&mut self, _who: Ticket) {}
+
+    fn h2_turn(&mut self, who: Ticket) {
+        self.h2_service(who);
+    }
+
+    fn stream_over(&mut self, who: Ticket) {
+        self.close(who);
+    }
+
+    fn close_conn(&mut self, who: Ticket, linger: bool) {
+        if linger {
+            self.begin_close(who, true);
+        } else {
+            self.close(who);
         }
     }
 }

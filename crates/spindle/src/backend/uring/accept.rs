@@ -9,6 +9,7 @@ use io_uring::{opcode, types};
 use super::ring::{ud, Op};
 use super::{Conn, Worker, NO_SLOT};
 use crate::conn::policy::AcceptBackoff;
+use crate::conn::Steps;
 use crate::metrics::Pause;
 
 /// The worker's listening sockets and the multishot accepts on them.
@@ -145,7 +146,7 @@ impl Worker {
         if !more && !self.conns.full() {
             self.arm_accept(i);
         }
-        self.drive(who.slot);
+        self.drive(who);
     }
 
     /// Tells the accept gate that none of this worker's accepts is left in

@@ -4,13 +4,14 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use io_uring::{cqueue, opcode, squeue, types};
-use spindle_core::{AuthCheck, ListRequest, OpenError, OpenRequest};
+use spindle_core::{OpenError, OpenRequest};
+use std::time::Instant;
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
 use crate::config::FirstMiss;
 use crate::conn::policy::LINGER_MAX_BYTES;
-use crate::conn::{Answer, Found, Listed, Next, Phase};
+use crate::conn::{Connection, Found, Phase, Reply, Steps, Ticket, Transport};
 use crate::fs;
 use crate::metrics::Timeout;
 use crate::net;
@@ -22,42 +23,9 @@ impl Worker {
         self.conns.live_at(slot)
     }
 
-    /// Asks the session what to do next, and starts doing it.
-    pub(super) fn drive(&mut self, slot: u32) {
-        let c = self.conns.live_at(slot);
-        if c.proto.is_h2() {
-            // Its streams are driven each in its own slot.
-            return self.h2_after_recv(slot);
-        }
-        let stream = c.proto.is_stream();
-        let tls = c.tls.as_ref().map(|t| t.handshaking());
-        let (ctx, draining) = (&self.serve.ctx, self.serve.draining);
-        let next = c.life.next(ctx, self.now, draining, tls);
-        if stream {
-            // A stream's session had its whole request; after its
-            // response it is over.
-            return match next {
-                Next::Open(req) => self.open_step(slot, req),
-                Next::Authenticate(check) => self.auth_step(slot, check),
-                Next::Respond(resp) => self.start_tx(slot, resp),
-                Next::Receive | Next::Close { .. } => self.h2_stream_close(slot),
-            };
-        }
-        match next {
-            Next::Receive => self.arm_recv(slot),
-            Next::Open(req) => self.open_step(slot, req),
-            Next::Authenticate(check) => self.auth_step(slot, check),
-            Next::Respond(resp) => self.start_tx(slot, resp),
-            Next::Close { mut linger } => {
-                if !linger && !c.recv_armed && !c.life.peer_eof && net::has_unread_input(c.fd) {
-                    // Bytes arrived after the last request while nothing
-                    // was receiving: closing over them would send a reset,
-                    // which can destroy the response before it is read.
-                    linger = true;
-                }
-                self.begin_close(slot, linger);
-            }
-        }
+    /// The ticket of a live slot.
+    pub(super) fn who(&self, slot: u32) -> Ticket {
+        self.conns.ticket(slot).expect("live slot")
     }
 
     pub(super) fn arm_recv(&mut self, slot: u32) {
@@ -214,7 +182,7 @@ impl Worker {
     pub(super) fn after_recv(&mut self, slot: u32) {
         let c = self.conn(slot);
         match c.life.phase {
-            Phase::Reading => self.drive(slot),
+            Phase::Reading => self.drive(self.who(slot)),
             Phase::Lingering => {
                 if c.life.peer_eof || c.life.lingered > LINGER_MAX_BYTES {
                     c.life.phase = Phase::Closing;
@@ -244,99 +212,8 @@ impl Worker {
             self.maybe_release(slot);
             return;
         }
-        self.respond_opened(slot, &pending.req, Found::opened(result));
-    }
-
-    /// Opens a path the session asked for: from the open-file cache, or
-    /// by an asynchronous `OPENAT2`.
-    fn open_step(&mut self, slot: u32, req: OpenRequest) {
-        if let Some(found) = self.serve.lookup(&req, self.now) {
-            self.respond_opened(slot, &req, found);
-            return;
-        }
-        let c = self.conn(slot);
-        c.life.phase = Phase::Opening;
-        let pending = Box::new(PendingOpen {
-            req,
-            how: types::OpenHow::new()
-                .flags(fs::OPEN_FLAGS)
-                .resolve(fs::RESOLVE_FLAGS),
-        });
-        let path = pending.req.path.as_ptr();
-        let how: *const types::OpenHow = &pending.how;
-        let req_root = pending.req.root;
-        c.open = Some(pending);
-        let root = self.serve.ctx.root.get(req_root).fd();
-        self.push_conn(
-            slot,
-            Op::Open,
-            opcode::OpenAt2::new(types::Fd(root), path, how).build(),
-        );
-        self.arm_recv(slot);
-    }
-
-    /// The session's answer to an open, sent. A file's first use (see
-    /// recent.rs) keeps its descriptor to itself, so that a page-cache
-    /// miss may read it with O_DIRECT.
-    pub(super) fn respond_opened(&mut self, slot: u32, req: &OpenRequest, found: Found) {
-        let c = self.conns.live_at(slot);
-        // This loop reads a first use with O_DIRECT (`--first-miss`).
-        let r = match self.serve.opened(&mut c.life, req, found, true, self.now) {
-            Answer::Send(r) => r,
-            Answer::Open(next) => return self.open_step(slot, next),
-            Answer::List(list) => return self.list_step(slot, list),
-        };
-        if let Some(dev) = r.dev {
-            let d = self.device(dev);
-            self.conn(slot).dev = d;
-        }
-        if r.file.is_some() {
-            let c = self.conn(slot);
-            c.file = r.file;
-            c.first_use = r.first_use;
-        }
-        self.start_tx(slot, r.resp);
-    }
-
-    /// Lists a directory the session asked for (`conn::Serving::list`).
-    fn list_step(&mut self, slot: u32, req: ListRequest) {
         let who = self.conns.ticket(slot).expect("live slot");
-        let c = self.conns.live_at(slot);
-        match self.serve.list(&mut c.life, &req, who, self.now) {
-            Listed::Now(resp) => self.start_tx(slot, resp),
-            Listed::Later => self.arm_recv(slot),
-        }
-    }
-
-    /// Checks credentials the session asked about
-    /// (`conn::Serving::authenticate`).
-    fn auth_step(&mut self, slot: u32, check: AuthCheck) {
-        let who = self.conns.ticket(slot).expect("live slot");
-        let c = self.conns.live_at(slot);
-        match self.serve.authenticate(&mut c.life, check, who, self.now) {
-            Some(next) => self.after_helper(slot, next),
-            None => self.arm_recv(slot),
-        }
-    }
-
-    /// Goes on with what a listing or a password check decided.
-    fn after_helper(&mut self, slot: u32, next: Next) {
-        match next {
-            Next::Open(req) => self.open_step(slot, req),
-            Next::Respond(resp) => self.start_tx(slot, resp),
-            other => unreachable!("a helper's answer gave {other:?}"),
-        }
-    }
-
-    /// Listings and password checks the helpers finished: each to the
-    /// connection still waiting for it.
-    pub(super) fn on_helpers(&mut self) {
-        let done = self
-            .serve
-            .helpers_done(&mut self.conns, self.now, |c| &mut c.life);
-        for (who, next) in done {
-            self.after_helper(who.slot, next);
-        }
+        self.opened(who, &pending.req, Found::opened(result));
     }
 
     // ----- closing --------------------------------------------------------
@@ -503,5 +380,118 @@ impl Worker {
         if !(self.serve.draining && self.conns.live() == 0) {
             self.arm_tick();
         }
+    }
+}
+
+impl Connection for Conn {
+    fn life(&self) -> &crate::conn::Life {
+        &self.life
+    }
+
+    fn life_mut(&mut self) -> &mut crate::conn::Life {
+        &mut self.life
+    }
+
+    fn is_h2(&self) -> bool {
+        self.proto.is_h2()
+    }
+
+    fn is_stream(&self) -> bool {
+        self.proto.is_stream()
+    }
+
+    fn tls_handshaking(&self) -> Option<bool> {
+        self.tls.as_ref().map(|t| t.handshaking())
+    }
+}
+
+/// The ring's primitives for a connection's steps (`conn::Steps`).
+impl Transport for Worker {
+    type Conn = Conn;
+    /// A first use missing the page cache is read with `O_DIRECT`
+    /// (`--first-miss`).
+    const DIRECT_READS: bool = true;
+    /// Unused: a receive is armed, and its completion drives again.
+    const RECEIVE_TURN: usize = 0;
+
+    fn parts(&mut self) -> (&mut crate::conn::Serving, &mut crate::conn::Slots<Conn>) {
+        (&mut self.serve, &mut self.conns)
+    }
+
+    fn now(&self) -> Instant {
+        self.now
+    }
+
+    fn receive_for(&mut self, who: Ticket, _budget: &mut usize) -> bool {
+        self.arm_recv(who.slot);
+        false
+    }
+
+    /// An asynchronous `OPENAT2` beneath the root.
+    fn open_file(
+        &mut self,
+        who: Ticket,
+        req: OpenRequest,
+    ) -> Option<(OpenRequest, crate::conn::OpenResult)> {
+        let slot = who.slot;
+        let c = self.conn(slot);
+        c.life.phase = Phase::Opening;
+        let pending = Box::new(PendingOpen {
+            req,
+            how: types::OpenHow::new()
+                .flags(fs::OPEN_FLAGS)
+                .resolve(fs::RESOLVE_FLAGS),
+        });
+        let path = pending.req.path.as_ptr();
+        let how: *const types::OpenHow = &pending.how;
+        let req_root = pending.req.root;
+        c.open = Some(pending);
+        let root = self.serve.ctx.root.get(req_root).fd();
+        self.push_conn(
+            slot,
+            Op::Open,
+            opcode::OpenAt2::new(types::Fd(root), path, how).build(),
+        );
+        self.arm_recv(slot);
+        None
+    }
+
+    /// A file's first use (see recent.rs) keeps its descriptor to
+    /// itself, so that a page-cache miss may read it with `O_DIRECT`.
+    fn transmit(&mut self, who: Ticket, r: Reply) {
+        let slot = who.slot;
+        if let Some(dev) = r.dev {
+            let d = self.device(dev);
+            self.conn(slot).dev = d;
+        }
+        if r.file.is_some() {
+            let c = self.conn(slot);
+            c.file = r.file;
+            c.first_use = r.first_use;
+        }
+        self.start_tx(slot, r.resp);
+    }
+
+    fn await_helpers(&mut self, who: Ticket) {
+        self.arm_recv(who.slot);
+    }
+
+    fn h2_turn(&mut self, who: Ticket) {
+        self.h2_after_recv(who.slot);
+    }
+
+    fn stream_over(&mut self, who: Ticket) {
+        self.h2_stream_close(who.slot);
+    }
+
+    fn close_conn(&mut self, who: Ticket, mut linger: bool) {
+        let c = self.conn(who.slot);
+        if !linger && !c.recv_armed && !c.life.peer_eof && net::has_unread_input(c.fd) {
+            // Bytes arrived after the last request while nothing was
+            // receiving: closing over them would send a reset, which can
+            // destroy the response before it is read.
+            linger = true;
+        }
+        self.begin_close(who.slot, linger);
     }
 }

@@ -35,6 +35,7 @@ use super::wire::Wire;
 use super::{Conn, Worker};
 use crate::conn::h2::{H2Link, Held, Todo, Wrote};
 use crate::conn::tls::QueueSink;
+use crate::conn::Steps;
 use crate::conn::{Life, Phase, Ticket};
 
 /// What a slot's socket speaks, or which HTTP/2 stream it serves.
@@ -185,7 +186,7 @@ impl Worker {
             unreachable!()
         };
         io.link.attach(stream_id, who, head_only);
-        self.drive(who.slot);
+        self.drive(who);
     }
 
     /// A stream slot's response begins: its head goes to its connection's

@@ -7,6 +7,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::{Worker, BGID, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
 use crate::conn::policy::TICK;
+use crate::conn::Steps;
 use crate::conn::{Phase, Serving, Slots, WorkerContext};
 use crate::fs;
 

@@ -15,6 +15,7 @@ use crate::config::FirstMiss;
 use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
 use crate::conn::Phase;
+use crate::conn::Steps;
 use crate::fs;
 use crate::net;
 use crate::sys::{self, Stop};
@@ -732,6 +733,6 @@ impl Worker {
         };
         self.serve
             .finished(&mut c.life, c.fd, &tx.resp, outcome, self.now);
-        self.drive(slot);
+        self.drive(self.who(slot));
     }
 }

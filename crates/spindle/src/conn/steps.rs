@@ -1,0 +1,188 @@
+//! A request's steps, written once for both event loops: what the
+//! session asks for next (receive, open, authenticate, list, respond,
+//! close) and where each answer leads (the open-file cache or an open,
+//! a listing, a password check, the reply).
+//!
+//! A loop implements [`Transport`]: the few things only it can do for a
+//! connection (receive, start an open, transmit a reply, wait for the
+//! helpers, close), each a primitive that knows nothing of HTTP. It gets
+//! [`Steps`] for nothing, and calls [`Steps::drive`] whenever a
+//! connection may go on: after it was accepted, after bytes arrived,
+//! after a response was finished.
+
+use std::time::Instant;
+
+use spindle_core::{AuthCheck, ListRequest, OpenRequest};
+
+use super::life::{Life, Next};
+use super::serve::{Answer, Found, Listed, OpenResult, Reply, Serving};
+use super::table::{Slots, Ticket};
+
+/// What the steps need to know of a loop's connection.
+pub trait Connection {
+    fn life(&self) -> &Life;
+    fn life_mut(&mut self) -> &mut Life;
+    /// An HTTP/2 connection: its streams are driven in slots of their own.
+    fn is_h2(&self) -> bool;
+    /// A slot that serves one HTTP/2 stream.
+    fn is_stream(&self) -> bool;
+    /// On HTTPS, whether the handshake is under way; `None` on plain HTTP.
+    fn tls_handshaking(&self) -> Option<bool>;
+}
+
+/// A loop's primitives for a connection's steps.
+pub trait Transport {
+    type Conn: Connection;
+    /// The loop reads a file's first use with `O_DIRECT` (see
+    /// [`Serving::opened`]).
+    const DIRECT_READS: bool;
+    /// Input one connection may take in one drive before the others get
+    /// theirs (a loop that receives in place; see
+    /// [`Transport::receive_for`]).
+    const RECEIVE_TURN: usize;
+
+    /// The worker's serving state and its connections, borrowed apart.
+    fn parts(&mut self) -> (&mut Serving, &mut Slots<Self::Conn>);
+    /// The loop's time.
+    fn now(&self) -> Instant;
+
+    /// The session wants more input. `true`: bytes (or the end) were
+    /// taken now, within `budget`, which they use up: ask the session
+    /// again. `false`: the receive goes on without the caller (armed, or
+    /// waiting for readiness, or the budget is spent and the connection
+    /// queued for another turn, or the connection is gone).
+    fn receive_for(&mut self, who: Ticket, budget: &mut usize) -> bool;
+    /// Opens a path the open-file cache did not have: `Some` with its
+    /// result when done at once, `None` when the loop reports it later
+    /// (then through [`Steps::opened`]; the connection is `Opening`).
+    fn open_file(&mut self, who: Ticket, req: OpenRequest) -> Option<(OpenRequest, OpenResult)>;
+    /// Starts transmitting a reply.
+    fn transmit(&mut self, who: Ticket, reply: Reply);
+    /// The connection waits for the helpers (a listing, a password
+    /// check); their answer comes through [`Steps::on_helpers`].
+    fn await_helpers(&mut self, who: Ticket);
+    /// An HTTP/2 connection's turn: its input, then its frames.
+    fn h2_turn(&mut self, who: Ticket);
+    /// A stream slot's exchange is over (its response went, or its
+    /// session closed).
+    fn stream_over(&mut self, who: Ticket);
+    /// The session closes the connection; `linger`: shut the write side
+    /// and read what the peer still sends for a while first.
+    fn close_conn(&mut self, who: Ticket, linger: bool);
+}
+
+/// A reply with nothing read from a file (a listing, an error page,
+/// a password check's refusal).
+fn in_memory(resp: spindle_core::Response) -> Reply {
+    Reply {
+        resp,
+        file: None,
+        first_use: false,
+        dev: None,
+    }
+}
+
+/// The steps, for every [`Transport`].
+pub trait Steps: Transport {
+    /// Asks the session what to do next, and starts doing it.
+    fn drive(&mut self, who: Ticket) {
+        let mut budget = Self::RECEIVE_TURN;
+        loop {
+            let now = self.now();
+            let (serve, conns) = self.parts();
+            let c = conns.get(who).expect("live connection");
+            if c.is_h2() {
+                // Its streams are driven each in its own slot.
+                return self.h2_turn(who);
+            }
+            let (stream, tls) = (c.is_stream(), c.tls_handshaking());
+            let next = c.life_mut().next(&serve.ctx, now, serve.draining, tls);
+            if stream && matches!(next, Next::Receive | Next::Close { .. }) {
+                // A stream's session had its whole request; after its
+                // response it is over.
+                return self.stream_over(who);
+            }
+            match next {
+                Next::Receive => {
+                    if !self.receive_for(who, &mut budget) {
+                        return;
+                    }
+                }
+                Next::Open(req) => return self.open_step(who, req),
+                Next::Authenticate(check) => return self.auth_step(who, check),
+                Next::Respond(resp) => return self.transmit(who, in_memory(resp)),
+                Next::Close { linger } => return self.close_conn(who, linger),
+            }
+        }
+    }
+
+    /// Opens a path the session asked for: from the open-file cache, or
+    /// by the loop.
+    fn open_step(&mut self, who: Ticket, req: OpenRequest) {
+        let now = self.now();
+        if let Some(found) = self.parts().0.lookup(&req, now) {
+            return self.opened(who, &req, found);
+        }
+        if let Some((req, res)) = self.open_file(who, req) {
+            self.opened(who, &req, Found::opened(res));
+        }
+    }
+
+    /// The session's answer to an open, transmitted (or the next path
+    /// to open, or a directory to list).
+    fn opened(&mut self, who: Ticket, req: &OpenRequest, found: Found) {
+        let now = self.now();
+        let (serve, conns) = self.parts();
+        let life = conns.get(who).expect("live connection").life_mut();
+        match serve.opened(life, req, found, Self::DIRECT_READS, now) {
+            Answer::Send(r) => self.transmit(who, r),
+            Answer::Open(next) => self.open_step(who, next),
+            Answer::List(list) => self.list_step(who, list),
+        }
+    }
+
+    /// Lists a directory the session asked for ([`Serving::list`]).
+    fn list_step(&mut self, who: Ticket, req: ListRequest) {
+        let now = self.now();
+        let (serve, conns) = self.parts();
+        let life = conns.get(who).expect("live connection").life_mut();
+        match serve.list(life, &req, who, now) {
+            Listed::Now(resp) => self.transmit(who, in_memory(resp)),
+            Listed::Later => self.await_helpers(who),
+        }
+    }
+
+    /// Checks credentials the session asked about
+    /// ([`Serving::authenticate`]).
+    fn auth_step(&mut self, who: Ticket, check: AuthCheck) {
+        let now = self.now();
+        let (serve, conns) = self.parts();
+        let life = conns.get(who).expect("live connection").life_mut();
+        match serve.authenticate(life, check, who, now) {
+            Some(next) => self.after_helper(who, next),
+            None => self.await_helpers(who),
+        }
+    }
+
+    /// Goes on with what a listing or a password check decided.
+    fn after_helper(&mut self, who: Ticket, next: Next) {
+        match next {
+            Next::Open(req) => self.open_step(who, req),
+            Next::Respond(resp) => self.transmit(who, in_memory(resp)),
+            other => unreachable!("a helper's answer gave {other:?}"),
+        }
+    }
+
+    /// Listings and password checks the helpers finished: each to the
+    /// connection still waiting for it.
+    fn on_helpers(&mut self) {
+        let now = self.now();
+        let (serve, conns) = self.parts();
+        let done = serve.helpers_done(conns, now, |c| c.life_mut());
+        for (who, next) in done {
+            self.after_helper(who, next);
+        }
+    }
+}
+
+impl<T: Transport + ?Sized> Steps for T {}
