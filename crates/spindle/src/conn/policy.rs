@@ -110,23 +110,21 @@ pub fn truncated() {
     crate::warn!("a file was truncated while being sent; closing the connection");
 }
 
-/// Whether a body's last bytes may go to the socket: the response names
-/// no version, or the file was found to have it before (`verified`), or it
-/// has it now ([`crate::fs::has_version`], one `fstat`; then `verified` is
-/// set, so a response checks once). Each backend calls it where its last
-/// bytes leave, and decides what a change costs the response.
-pub fn version_holds(
-    file: RawFd,
-    version: Option<spindle_core::response::Version>,
-    verified: &mut bool,
-) -> bool {
-    let Some(version) = version else {
+/// Whether a body's last bytes may go to the socket: no version is left
+/// to check (the response names none, or the file was found to have it
+/// before), or the file has `unchecked` now ([`crate::fs::has_version`],
+/// one `fstat`; then it is taken, so a response checks once). Each
+/// backend calls it where its last bytes leave, and decides what a
+/// change costs the response.
+pub fn version_holds(file: RawFd, unchecked: &mut Option<spindle_core::response::Version>) -> bool {
+    let Some(version) = *unchecked else {
         return true;
     };
-    if !*verified {
-        *verified = crate::fs::has_version(file, &version);
+    if !crate::fs::has_version(file, &version) {
+        return false;
     }
-    *verified
+    *unchecked = None;
+    true
 }
 
 /// Logs a file whose size or modification time changed while its body

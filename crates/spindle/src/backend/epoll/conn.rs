@@ -348,9 +348,7 @@ impl<M: Mover> Worker<M> {
         for who in std::mem::take(&mut self.serve.throttled) {
             let resume = self.live_conn(who).is_some_and(|c| {
                 c.life.phase == Phase::Sending
-                    && c.tx
-                        .as_mut()
-                        .is_some_and(|t| std::mem::replace(&mut t.throttled, false))
+                    && c.tx.as_mut().is_some_and(|t| t.wake(super::Wait::Tick))
             });
             if resume {
                 self.pump(who);

@@ -63,7 +63,7 @@ pub fn last_bytes_ok(tx: &mut Tx) -> Result<(), Progress> {
     let Some(file) = tx.file.as_ref() else {
         return Ok(());
     };
-    if version_holds(file.as_raw_fd(), tx.resp.version, &mut tx.verified) {
+    if version_holds(file.as_raw_fd(), &mut tx.unchecked) {
         Ok(())
     } else {
         Err(Progress::Changed)

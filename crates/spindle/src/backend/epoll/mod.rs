@@ -50,7 +50,7 @@ mod respond;
 mod tls;
 
 pub use datapath::{between_chunks, last_bytes_ok, open_sync, send_head, sendfile_range};
-pub use mover::{Completion, Mover, Opened, Progress, Tx};
+pub use mover::{Completion, Mover, Opened, Progress, Tx, Wait};
 pub use tls::{EpollTls, Sock};
 
 /// Events taken from the kernel per `epoll_wait`.
@@ -84,8 +84,6 @@ struct Conn<S> {
     open: Option<OpenRequest>,
     tx: Option<Tx>,
     st: S,
-    /// The response waits for the mover (a read or a buffer).
-    waiting: bool,
     /// HTTPS: the connection's TLS session (`tls.rs`).
     tls: Option<Box<EpollTls>>,
     /// The protocol on the socket, or the HTTP/2 stream this slot serves
@@ -108,7 +106,6 @@ impl<S: Default> Conn<S> {
             open: None,
             tx: None,
             st: S::default(),
-            waiting: false,
             tls,
             proto,
         }

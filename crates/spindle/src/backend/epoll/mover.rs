@@ -25,15 +25,15 @@ pub struct Tx {
     pub left: u64,
     /// File bytes handed to the socket.
     pub body_sent: u64,
-    /// The file was found to still have `resp.version` just before the
-    /// body's last bytes went to the socket ([`super::last_bytes_ok`]).
-    pub verified: bool,
+    /// The version the file must still have when the body's last bytes
+    /// go ([`super::last_bytes_ok`]); `None` once it was found to.
+    pub unchecked: Option<spindle_core::response::Version>,
     /// When the response started, and the `--limit-rate` it started
     /// under (a reload applies to the next responses).
     pub started: std::time::Instant,
     pub rate: Option<crate::conn::policy::RateLimit>,
-    /// Waiting in the worker's throttled list for the next tick.
-    pub throttled: bool,
+    /// What it waits for before the loop pumps it again.
+    pub wait: Wait,
     /// Body bytes this turn may still send (`--limit-rate`; else
     /// unbounded): each mover sends no more, then yields.
     pub budget: u64,
@@ -42,7 +42,26 @@ pub struct Tx {
     pub outcome: &'static str,
 }
 
+/// What a response in transmission waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Nothing,
+    /// The mover: a read, or a buffer ([`Progress::Waiting`]).
+    Mover,
+    /// `--limit-rate`: in the worker's throttled list for the next tick.
+    Tick,
+}
+
 impl Tx {
+    /// Stops waiting for `what`: `true` if it was.
+    pub fn wake(&mut self, what: Wait) -> bool {
+        if self.wait != what {
+            return false;
+        }
+        self.wait = Wait::Nothing;
+        true
+    }
+
     pub fn head_left(&self) -> &[u8] {
         &self.resp.front[self.head_sent..]
     }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use spindle_core::{OpenRequest, Response};
 
-use super::{Completion, Mover, Opened, Progress, Tx, Worker, READ_TURN_BYTES};
+use super::{Completion, Mover, Opened, Progress, Tx, Wait, Worker, READ_TURN_BYTES};
 use crate::conn::policy::{changed, read_failed};
 use crate::conn::{Connection, Found, OpenResult, Phase, Reply, Steps, Ticket, Transport};
 
@@ -27,6 +27,7 @@ impl<M: Mover> Worker<M> {
         let c = self.conns.get(who).expect("live connection");
         let (off, left) = resp.file.unwrap_or((0, 0));
         c.life.sending(&self.serve.ctx, now);
+        let unchecked = resp.version;
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
@@ -34,10 +35,10 @@ impl<M: Mover> Worker<M> {
             off,
             left,
             body_sent: 0,
-            verified: false,
+            unchecked,
             started: now,
             rate,
-            throttled: false,
+            wait: Wait::Nothing,
             budget: u64::MAX,
             outcome: M::OUTCOME,
         });
@@ -49,7 +50,8 @@ impl<M: Mover> Worker<M> {
 
     pub(super) fn pump(&mut self, who: Ticket) {
         let c = self.conns.get(who).expect("live connection");
-        if c.life.phase != Phase::Sending || c.waiting || !c.can_write {
+        let waits = c.tx.as_ref().is_some_and(|t| t.wait == Wait::Mover);
+        if c.life.phase != Phase::Sending || waits || !c.can_write {
             return;
         }
         if let super::h2::Proto::Stream { parent, .. } = c.proto {
@@ -88,7 +90,7 @@ impl<M: Mover> Worker<M> {
             // for the next tick (on_tick pumps it again).
             tx.budget = limit.allowance(now - tx.started, tx.body_sent);
             if tx.left > 0 && tx.budget == 0 {
-                if !std::mem::replace(&mut tx.throttled, true) {
+                if std::mem::replace(&mut tx.wait, Wait::Tick) != Wait::Tick {
                     self.serve.throttled.push(who);
                 }
                 return None;
@@ -124,7 +126,7 @@ impl<M: Mover> Worker<M> {
         match p {
             Progress::Done => self.finish_tx(who),
             Progress::SocketFull => c.can_write = false,
-            Progress::Waiting => c.waiting = true,
+            Progress::Waiting => c.tx.as_mut().expect("tx").wait = Wait::Mover,
             Progress::Yield => self.enqueue(who),
             Progress::Fail => self.close(who),
             Progress::ReadFailed(errno) => self.read_failed(who, Some(errno)),
@@ -190,15 +192,21 @@ impl<M: Mover> Worker<M> {
                     }
                     _ => drop(res),
                 },
-                Completion::Chunk(chunk) => match self.conns.get(who) {
-                    Some(c) if c.life.phase == Phase::Sending && c.waiting => {
-                        c.waiting = false;
-                        let tx = c.tx.as_mut().expect("tx");
-                        self.mover.chunk_done(tx, &mut c.st, chunk);
-                        self.pump(who);
+                Completion::Chunk(chunk) => {
+                    let Some(c) = self.conns.get(who) else {
+                        self.mover.discard(chunk);
+                        continue;
+                    };
+                    let sending = c.life.phase == Phase::Sending;
+                    match c.tx.as_mut().filter(|t| sending && t.wait == Wait::Mover) {
+                        Some(tx) => {
+                            tx.wait = Wait::Nothing;
+                            self.mover.chunk_done(tx, &mut c.st, chunk);
+                            self.pump(who);
+                        }
+                        None => self.mover.discard(chunk),
                     }
-                    _ => self.mover.discard(chunk),
-                },
+                }
             }
         }
         self.done = done;
@@ -208,8 +216,9 @@ impl<M: Mover> Worker<M> {
     pub(super) fn wake_waiters(&mut self) {
         while let Some(who) = self.mover.next_waiter() {
             if let Some(c) = self.live_conn(who) {
-                if c.life.phase == Phase::Sending && c.waiting {
-                    c.waiting = false;
+                if c.life.phase == Phase::Sending
+                    && c.tx.as_mut().is_some_and(|t| t.wake(Wait::Mover))
+                {
                     self.pump(who);
                 }
             }

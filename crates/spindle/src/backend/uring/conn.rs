@@ -335,9 +335,7 @@ impl Worker {
         for who in std::mem::take(&mut self.serve.throttled) {
             let resume = self.conns.get(who).is_some_and(|c| {
                 c.life.phase == Phase::Sending
-                    && c.tx
-                        .as_mut()
-                        .is_some_and(|t| std::mem::replace(&mut t.throttled, false))
+                    && c.tx.as_mut().is_some_and(|t| t.resume_after_tick())
             });
             if resume {
                 self.pump(who.slot);

@@ -71,7 +71,8 @@ impl Worker {
         let c = self.conns.live_at(slot);
         let d = c.dev;
         c.disk_at = now;
-        let direct = op == Op::ReadAhead || c.tx.as_ref().is_some_and(|t| t.direct);
+        let direct =
+            op == Op::ReadAhead || c.tx.as_ref().is_some_and(|t| t.direct == super::Direct::On);
         self.serve.ctx.metrics.disk_read(if direct {
             ReadMode::Direct
         } else {

@@ -100,31 +100,16 @@ struct PendingOpen {
 struct Tx {
     resp: Response,
     head_sent: usize,
-    /// The unsent rest of the head sits in the chunk buffer, in front of
-    /// the file bytes (so that one SEND carries both).
-    head_in_buf: bool,
+    /// Where the unsent rest of the head is.
+    head_at: HeadAt,
     /// The next file byte to fetch, and how many are left to fetch.
     file_off: u64,
     file_left: u64,
     body_sent: u64,
-    /// A body under [`SENDFILE_MIN`]: read into the buffer behind the head
-    /// (no `cachestat`, no `sendfile`).
-    small: bool,
-    /// The descriptor is this response's alone and the file was not used
-    /// recently: what misses the page cache is read with `O_DIRECT`.
-    first_use: bool,
-    /// `O_DIRECT` is set on the descriptor: every later chunk is read
-    /// into the buffer (no `sendfile` from this descriptor).
-    direct: bool,
-    /// A chunk of this response missed the page cache and was READ:
-    /// every later chunk is READ too before it is sent, never sent
-    /// straight from the cache on the word of `cachestat`. The miss
-    /// started the kernel's readahead, which puts the next pages in the
-    /// cache before their data has arrived; `cachestat` counts them, and a
-    /// `sendfile` over them would wait for the disk in this thread. A READ
-    /// of them waits in the ring instead, and completes at once when they
-    /// are already there.
-    missed: bool,
+    /// How its file bytes travel.
+    route: Route,
+    /// Whether it reads with `O_DIRECT`.
+    direct: Direct,
     /// Pool buffer held by this response.
     buf: Option<u32>,
     /// Bytes of the buffer still to send: `buf_pos..buf_end`.
@@ -138,11 +123,8 @@ struct Tx {
     /// second buffer while the first is sent. `file_off` and `file_left`
     /// already count it.
     ahead: Option<Ahead>,
-    /// pump() found the buffer sent and the read-ahead still in flight:
-    /// its completion continues the response.
-    await_ahead: bool,
-    /// Queued in `pool_waiters` for a chunk buffer.
-    waiting: bool,
+    /// What it waits for before `pump` goes on.
+    wait: Wait,
     /// A body of several chunks, or any large body after a miss (not
     /// direct): a mapping of the file that is never touched, for
     /// `mincore`, which tells which pages are filled (readahead inserts
@@ -150,22 +132,18 @@ struct Tx {
     /// cannot wait); for the next page that is not filled yet, a one-page
     /// `READ` waits in the ring (`Op::PageWait`). The miss's own chunk is
     /// `READ` whole: its size sets the size of the first readahead window.
-    map: Option<fs::FileMap>,
+    map: Mapping,
     /// The readahead lead of a body sent through `map` after a miss
     /// (`read.rs` `lead`): how far it has touched, and its share of the
     /// worker's budget.
     lead: Option<read::Lead>,
-    /// The file could not be mapped: misses are `READ` chunk by chunk.
-    unmappable: bool,
-    /// The file was found to still have `resp.version` just before the
-    /// body's last bytes went to the socket (`Worker::last_bytes_ok`).
-    verified: bool,
+    /// The version the file must still have when the body's last bytes
+    /// go (`Worker::last_bytes_ok`); `None` once it was found to.
+    unchecked: Option<spindle_core::response::Version>,
     /// When the response started, and the `--limit-rate` it started
     /// under (a reload applies to the next responses).
     started: Instant,
     rate: Option<crate::conn::policy::RateLimit>,
-    /// Waiting in `Worker::throttled` for the next tick.
-    throttled: bool,
     /// The READ in flight (then the buffer) puts file bytes in record
     /// layout: each record's payload where a TLS record (or an HTTP/2
     /// DATA frame) is then built around it in place, no copy
@@ -179,7 +157,104 @@ impl Tx {
     /// No byte of this response has left or been promised: another
     /// response (the session's 500 or 503) can still take its place.
     fn nothing_out(&self) -> bool {
-        self.head_sent == 0 && self.body_sent == 0 && !self.head_in_buf && !self.resp.continued
+        self.head_sent == 0
+            && self.body_sent == 0
+            && self.head_at == HeadAt::Front
+            && !self.resp.continued
+    }
+
+    /// It waited for the tick (`--limit-rate`), and now goes on.
+    fn resume_after_tick(&mut self) -> bool {
+        if self.wait != Wait::Tick {
+            return false;
+        }
+        self.wait = Wait::Nothing;
+        true
+    }
+
+    /// Where its body came from, for the access log.
+    fn outcome(&self) -> &'static str {
+        match (self.direct, self.route) {
+            (Direct::On, _) => "direct",
+            (_, Route::Missed) => "read",
+            // Every byte of a buffered body was READ.
+            (_, Route::Buffer) if self.body_sent > 0 => "read",
+            _ => "cache",
+        }
+    }
+}
+
+/// How a response's file bytes travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// A body under [`SENDFILE_MIN`], or one that passes through memory
+    /// as plaintext (HTTPS, an HTTP/2 stream), or any under
+    /// `--sendfile off`: every chunk is READ into the buffer behind the
+    /// head (no `cachestat`, no `sendfile`).
+    Buffer,
+    /// A larger plain body none of whose chunks has missed: what the page
+    /// cache holds goes by `sendfile`.
+    Sendfile,
+    /// A larger plain body after a chunk missed the page cache and was
+    /// READ: every later chunk is READ too, or waited for in the ring,
+    /// before it is sent, never sent straight from the cache on the word
+    /// of `cachestat`. The miss started the kernel's readahead, which puts
+    /// the next pages in the cache before their data has arrived;
+    /// `cachestat` counts them, and a `sendfile` over them would wait for
+    /// the disk in this thread. A READ of them waits in the ring instead,
+    /// and completes at once when they are already there.
+    Missed,
+}
+
+/// Whether a response reads its file with `O_DIRECT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direct {
+    Never,
+    /// The descriptor is this response's alone and the file was not used
+    /// recently: what misses the page cache is read with `O_DIRECT`.
+    FirstUse,
+    /// `O_DIRECT` is set on the descriptor: every later chunk is read
+    /// into the buffer (no `sendfile` from this descriptor).
+    On,
+}
+
+/// What a response waits for before `pump` goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Nothing,
+    /// pump() found the buffer sent and the read-ahead still in flight:
+    /// its completion continues the response.
+    ReadAhead,
+    /// Queued in the pool's waiters for a chunk buffer.
+    PoolBuffer,
+    /// `--limit-rate`: in `Serving::throttled` for the next tick.
+    Tick,
+}
+
+/// Where the unsent rest of a response's head is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeadAt {
+    /// In `resp.front`, from `head_sent` on.
+    Front,
+    /// Copied into the chunk buffer, in front of the file bytes (so that
+    /// one SEND carries both).
+    Buffer,
+}
+
+/// A response's mapping of its file for `mincore` (see `Tx::map`).
+enum Mapping {
+    Untried,
+    Mapped(fs::FileMap),
+    /// The file could not be mapped: misses are `READ` chunk by chunk.
+    Failed,
+}
+
+impl Mapping {
+    fn get(&self) -> Option<&fs::FileMap> {
+        match self {
+            Mapping::Mapped(m) => Some(m),
+            _ => None,
+        }
     }
 }
 

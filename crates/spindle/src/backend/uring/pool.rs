@@ -81,8 +81,8 @@ impl Worker {
                 continue;
             }
             let Some(tx) = c.tx.as_mut() else { continue };
-            if tx.waiting {
-                tx.waiting = false;
+            if tx.wait == super::Wait::PoolBuffer {
+                tx.wait = super::Wait::Nothing;
                 self.pump(s);
                 break;
             }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use io_uring::{opcode, types};
 
 use super::ring::Op;
-use super::{Ahead, Tx, Worker, HEAD_RESERVE};
+use super::{Ahead, Direct, HeadAt, Route, Tx, Wait, Worker, HEAD_RESERVE};
 use crate::conn::policy::{read_failed, truncated};
 use crate::conn::Phase;
 use crate::fs;
@@ -89,12 +89,12 @@ pub(super) fn lead(file: RawFd, tx: &mut Tx, leaders: &Rc<()>) {
 /// Sets `O_DIRECT` on a response's own descriptor; if the file system has
 /// no direct I/O, the response reads through the page cache instead.
 pub(super) fn go_direct(file: RawFd, tx: &mut Tx) {
-    debug_assert!(tx.first_use && !tx.direct);
+    debug_assert_eq!(tx.direct, Direct::FirstUse);
     match fs::set_direct(file, true) {
-        Ok(()) => tx.direct = true,
+        Ok(()) => tx.direct = Direct::On,
         Err(e) => {
             warn_direct(&e);
-            tx.first_use = false;
+            tx.direct = Direct::Never;
         }
     }
 }
@@ -117,7 +117,11 @@ impl Worker {
         let chunk = self.pool.chunk_size;
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
-        if !tx.direct || tx.ahead.is_some() || tx.file_left == 0 || !self.pool.waiters.is_empty() {
+        if tx.direct != Direct::On
+            || tx.ahead.is_some()
+            || tx.file_left == 0
+            || !self.pool.waiters.is_empty()
+        {
             return;
         }
         if !self.disk_slot(slot, false) {
@@ -180,7 +184,8 @@ impl Worker {
             self.maybe_release(slot);
             return;
         }
-        if std::mem::take(&mut tx.await_ahead) {
+        if tx.wait == Wait::ReadAhead {
+            tx.wait = Wait::Nothing;
             self.pump(slot);
         }
     }
@@ -206,8 +211,7 @@ impl Worker {
                 self.abort(slot);
                 return;
             }
-            tx.direct = false;
-            tx.first_use = false;
+            tx.direct = Direct::Never;
             self.give_pool_buf(a.buf);
             self.pump(slot);
             return;
@@ -242,7 +246,7 @@ impl Worker {
         }
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("tx");
-        if res == -libc::EINVAL && tx.direct {
+        if res == -libc::EINVAL && tx.direct == Direct::On {
             // The file system wants a stricter alignment than DIRECT_ALIGN:
             // read this file through the page cache after all.
             warn_direct(&std::io::Error::from_raw_os_error(libc::EINVAL));
@@ -250,8 +254,7 @@ impl Worker {
                 self.abort(slot);
                 return;
             }
-            tx.direct = false;
-            tx.first_use = false;
+            tx.direct = Direct::Never;
             self.pump(slot);
             return;
         }
@@ -285,8 +288,9 @@ impl Worker {
         // copy; the socket is non-blocking and the range is cached, so it
         // cannot wait), and keep the buffer's copy only for what the socket
         // would not take now, or for pages reclaimed in between.
-        let cached =
-            !tx.small && !tx.direct && fs::range_cached(file, start, got as u64) == Some(true);
+        let cached = tx.route != Route::Buffer
+            && tx.direct != Direct::On
+            && fs::range_cached(file, start, got as u64) == Some(true);
         if cached && !self.sendfile_read(slot, file, start, got as u64) {
             return;
         }
@@ -308,7 +312,7 @@ impl Worker {
         // this Content-Length, so the connection is dropped. An O_DIRECT
         // read starts `skip` bytes early, in whole blocks, so it must
         // reach past `skip + want`.
-        let short = if tx.direct {
+        let short = if tx.direct == Direct::On {
             res >= 0 && (res as usize) < skip + want
         } else {
             res == 0
@@ -332,7 +336,11 @@ impl Worker {
             }
             return None;
         }
-        let got = if tx.direct { want } else { res as usize };
+        let got = if tx.direct == Direct::On {
+            want
+        } else {
+            res as usize
+        };
         debug_assert!(got <= want);
         Some(got)
     }
@@ -400,7 +408,7 @@ impl Worker {
             self.pool.bufs[b].get_mut()[at..tx.buf_pos]
                 .copy_from_slice(&tx.resp.front[tx.head_sent..]);
             tx.buf_pos = at;
-            tx.head_in_buf = true;
+            tx.head_at = HeadAt::Buffer;
         }
         if tx.buf_pos == tx.buf_end {
             // All sent by sendfile: the buffer can serve someone else.

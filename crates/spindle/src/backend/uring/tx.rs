@@ -10,7 +10,7 @@ use spindle_core::Response;
 use super::h2::Proto;
 use super::read::go_direct;
 use super::ring::Op;
-use super::{Tx, Worker, SENDFILE_MIN};
+use super::{Direct, HeadAt, Mapping, Route, Tx, Wait, Worker, SENDFILE_MIN};
 use crate::config::FirstMiss;
 use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
@@ -71,16 +71,16 @@ fn warn_unmappable(e: &std::io::Error) {
 /// Gives the response its mapping for `mincore` (see `Tx::map`) if it has
 /// none yet; `false` when the file cannot be mapped (then never again).
 fn map_file(tx: &mut Tx, file: std::os::fd::RawFd) -> bool {
-    if tx.map.is_none() && !tx.unmappable {
-        match fs::FileMap::new(file, tx.file_off + tx.file_left) {
-            Ok(m) => tx.map = Some(m),
+    if let Mapping::Untried = tx.map {
+        tx.map = match fs::FileMap::new(file, tx.file_off + tx.file_left) {
+            Ok(m) => Mapping::Mapped(m),
             Err(e) => {
                 warn_unmappable(&e);
-                tx.unmappable = true;
+                Mapping::Failed
             }
-        }
+        };
     }
-    tx.map.is_some()
+    tx.map.get().is_some()
 }
 
 impl Worker {
@@ -106,32 +106,36 @@ impl Worker {
         // HTTPS bodies must pass through memory to be encrypted: every one
         // takes the READ-into-a-buffer path, never sendfile.
         let tls = c.sends_plaintext();
+        let unchecked = resp.version;
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
-            head_in_buf: false,
+            head_at: HeadAt::Front,
             file_off,
             file_left,
             body_sent: 0,
-            small: file_left < SENDFILE_MIN || tls || !zero_copy,
-            first_use,
-            direct: false,
-            missed: false,
+            route: if file_left < SENDFILE_MIN || tls || !zero_copy {
+                Route::Buffer
+            } else {
+                Route::Sendfile
+            },
+            direct: if first_use {
+                Direct::FirstUse
+            } else {
+                Direct::Never
+            },
             buf: None,
             buf_pos: 0,
             buf_end: 0,
             read_skip: 0,
             read_want: 0,
             ahead: None,
-            await_ahead: false,
-            waiting: false,
-            map: None,
+            wait: Wait::Nothing,
+            map: Mapping::Untried,
             lead: None,
-            unmappable: false,
-            verified: false,
+            unchecked,
             started: now,
             rate,
-            throttled: false,
             held: None,
             iov: Vec::new(),
         });
@@ -145,7 +149,9 @@ impl Worker {
         let buffered = tx.buf_pos < tx.buf_end;
         // 1. The head alone: when no file bytes follow, or when file bytes
         //    wait in the buffer without it (it did not fit in front).
-        if tx.head_sent < tx.resp.front.len() && !tx.head_in_buf && (tx.file_left == 0 || buffered)
+        if tx.head_sent < tx.resp.front.len()
+            && tx.head_at == HeadAt::Front
+            && (tx.file_left == 0 || buffered)
         {
             return self.send_head_alone(slot, buffered);
         }
@@ -155,7 +161,7 @@ impl Worker {
             if (tx.file_left > 0 || buffered)
                 && limit.allowance(self.now - tx.started, tx.body_sent) == 0
             {
-                if !std::mem::replace(&mut tx.throttled, true) {
+                if std::mem::replace(&mut tx.wait, Wait::Tick) != Wait::Tick {
                     let who = self.conns.ticket(slot).expect("live slot");
                     self.serve.throttled.push(who);
                 }
@@ -185,7 +191,7 @@ impl Worker {
         let tx = self.conns.live_at(slot).tx.as_mut().expect("tx");
         if let Some(a) = &tx.ahead {
             if a.res.is_none() {
-                tx.await_ahead = true;
+                tx.wait = Wait::ReadAhead;
                 return;
             }
             return self.take_ahead(slot);
@@ -281,8 +287,8 @@ impl Worker {
         let chunk = self.pool.chunk_size;
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
-        debug_assert!(tx.missed || (!tx.direct && tx.buf.is_none()));
-        if !tx.small && !tx.missed {
+        debug_assert!(tx.route != Route::Sendfile || (tx.direct != Direct::On && tx.buf.is_none()));
+        if tx.route == Route::Sendfile {
             // A body of several chunks is probed with mincore from the
             // start: cachestat would also pass pages that another response's
             // readahead has inserted and not yet filled (two clients on one
@@ -294,7 +300,7 @@ impl Worker {
             }
             return self.send_ready(slot);
         }
-        if tx.missed && !tx.small && !tx.direct && tx.ahead.is_none() {
+        if tx.route == Route::Missed && tx.direct != Direct::On && tx.ahead.is_none() {
             // 4b. After a miss, a large body read through the page cache:
             //     the kernel's readahead is fetching the next pages. Send
             //     by sendfile what mincore finds uptodate, and wait in the
@@ -334,7 +340,7 @@ impl Worker {
                 Some(b) => b,
                 None => {
                     let c = self.conns.live_at(slot);
-                    c.tx.as_mut().expect("tx").waiting = true;
+                    c.tx.as_mut().expect("tx").wait = Wait::PoolBuffer;
                     self.pool.waiters.push_back(slot);
                     return;
                 }
@@ -344,32 +350,33 @@ impl Worker {
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("tx");
         tx.buf = Some(b);
-        if tx.first_use && !tx.direct {
+        if tx.direct == Direct::FirstUse {
             if auto && tx.file_left > chunk as u64 {
                 // Several chunks to go: through the page cache after all,
                 // on this response's own descriptor (and so its own
                 // readahead state). The kernel's readahead window beats
                 // O_DIRECT's one chunk ahead (docs/decisions.md).
-                tx.first_use = false;
+                tx.direct = Direct::Never;
             } else {
                 // A first use whose chunk is not all in the page cache (a
                 // large body's was probed in step 4). Not RWF_NOWAIT for the
                 // probe: a buffered read that would wait still starts
                 // readahead into the page cache before it fails with EAGAIN.
                 let n = (chunk as u64).min(tx.file_left);
-                if !tx.small || fs::range_cached(file, tx.file_off, n) != Some(true) {
+                if tx.route != Route::Buffer || fs::range_cached(file, tx.file_off, n) != Some(true)
+                {
                     go_direct(file, tx);
                 }
             }
         }
-        let (skip, want, len) = if tx.direct {
+        let (skip, want, len) = if tx.direct == Direct::On {
             // Whole aligned blocks: from the block holding file_off, and
             // to the end of a block (past the end of the file, the read
             // stops there).
             let skip = (tx.file_off % fs::DIRECT_ALIGN as u64) as usize;
             let want = ((chunk - skip) as u64).min(tx.file_left) as usize;
             (skip, want, (skip + want).next_multiple_of(fs::DIRECT_ALIGN))
-        } else if tx.map.is_some() {
+        } else if tx.map.get().is_some() {
             // A body of several chunks through the page cache: this READ
             // only starts the kernel's readahead, which then fetches the
             // rest (step 4b), so it asks for little (FIRST_MISS_READ).
@@ -381,7 +388,9 @@ impl Worker {
         };
         tx.read_skip = skip;
         tx.read_want = want;
-        tx.missed = true;
+        if tx.route == Route::Sendfile {
+            tx.route = Route::Missed;
+        }
         let offset = tx.file_off - skip as u64;
         if let Some(layout) = self.held_layout(slot, want) {
             return self.read_held(slot, file, b, offset, layout);
@@ -400,7 +409,7 @@ impl Worker {
     fn held_layout(&mut self, slot: u32, want: usize) -> Option<RecordLayout> {
         let c = self.conns.at(slot)?;
         let tx = c.tx.as_ref()?;
-        if want < HELD_MIN || tx.direct || tx.rate.is_some() {
+        if want < HELD_MIN || tx.direct == Direct::On || tx.rate.is_some() {
             return None;
         }
         match c.proto {
@@ -469,7 +478,7 @@ impl Worker {
         let fd = c.fd;
         let file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("response in progress");
-        if tx.missed && tx.map.is_some() && tx.rate.is_none() {
+        if tx.route == Route::Missed && tx.map.get().is_some() && tx.rate.is_none() {
             // Once a turn (at most SENDFILE_TURN, half a LEAD_STRIDE). Not
             // under --limit-rate: a paced body does not wait for the disk,
             // and what it touched would wait in memory for minutes.
@@ -515,7 +524,7 @@ impl Worker {
             match limit.allowance(self.now - tx.started, tx.body_sent) {
                 0 => {
                     // Used up: wait for the next tick (see pump).
-                    if !std::mem::replace(&mut tx.throttled, true) {
+                    if std::mem::replace(&mut tx.wait, Wait::Tick) != Wait::Tick {
                         let who = self.conns.ticket(slot).expect("live slot");
                         self.serve.throttled.push(who);
                     }
@@ -525,7 +534,7 @@ impl Worker {
             }
         }
         debug_assert!(n > 0, "send_ready with nothing left to send");
-        let ready = match &tx.map {
+        let ready = match tx.map.get() {
             Some(map) => match map.uptodate(tx.file_off, n) {
                 Ok(r) => r,
                 Err(_) => {
@@ -638,7 +647,7 @@ impl Worker {
         let Some(file) = c.file.as_ref() else {
             return true;
         };
-        if version_holds(file.as_raw_fd(), tx.resp.version, &mut tx.verified) {
+        if version_holds(file.as_raw_fd(), &mut tx.unchecked) {
             return true;
         }
         changed();
@@ -678,14 +687,14 @@ impl Worker {
         c.life.deadline = now + send_timeout;
         let tx = c.tx.as_mut().expect("tx");
         let mut n = res as usize;
-        if !tx.head_in_buf && tx.head_sent < tx.resp.front.len() {
+        if tx.head_at == HeadAt::Front && tx.head_sent < tx.resp.front.len() {
             // A SEND of the head alone (pump steps 1 and 4).
             tx.head_sent += n;
         } else {
             tx.buf_pos += n;
             debug_assert!(tx.buf_pos <= tx.buf_end);
             // Count file bytes (the head may lead the buffer).
-            if tx.head_in_buf && tx.head_sent < tx.resp.front.len() {
+            if tx.head_at == HeadAt::Buffer && tx.head_sent < tx.resp.front.len() {
                 let h = (tx.resp.front.len() - tx.head_sent).min(n);
                 tx.head_sent += h;
                 n -= h;
@@ -724,13 +733,7 @@ impl Worker {
         let c = self.conns.live_at(slot);
         // The body's last bytes are queued: send what Nagle holds.
         net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
-        let outcome = if tx.direct {
-            "direct"
-        } else if tx.missed {
-            "read"
-        } else {
-            "cache"
-        };
+        let outcome = tx.outcome();
         self.serve
             .finished(&mut c.life, c.fd, &tx.resp, outcome, self.now);
         self.drive(self.who(slot));
