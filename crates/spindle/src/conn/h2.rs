@@ -33,7 +33,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use spindle_core::h2::{ErrorCode, Event, H2Conn, H2Settings, Request};
 use spindle_core::request::Request as CoreRequest;
@@ -77,6 +77,33 @@ impl<C> Proto<C> {
 
     pub fn is_h2(&self) -> bool {
         matches!(self, Proto::H2(_))
+    }
+}
+
+/// An HTTP/2 connection on either loop: its link, whether it ends once
+/// what is framed is out (GOAWAY was sent, or the drain finished its
+/// streams), the clock of its flood budgets, and `out`, the loop's own
+/// part (the frames on their way to the socket).
+pub struct H2State<O> {
+    pub link: H2Link,
+    pub closing: bool,
+    born: Instant,
+    pub out: O,
+}
+
+impl<O> H2State<O> {
+    pub fn new(link: H2Link, out: O, now: Instant) -> H2State<O> {
+        H2State {
+            link,
+            closing: false,
+            born: now,
+            out,
+        }
+    }
+
+    /// The link's clock: milliseconds since the connection turned HTTP/2.
+    pub fn ms(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.born).as_millis() as u64
     }
 }
 

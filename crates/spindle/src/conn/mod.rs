@@ -29,6 +29,7 @@ pub mod policy;
 pub mod sendq;
 mod serve;
 mod steps;
+mod streams;
 mod table;
 pub mod tls;
 
@@ -36,4 +37,5 @@ pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerConte
 pub use life::{Life, Next, Phase, Waiting};
 pub use serve::{Admitted, Answer, Found, Listed, OpenResult, Reply, Serving};
 pub use steps::{Connection, Steps, Transport};
+pub use streams::StreamSteps;
 pub use table::{Slots, Ticket};

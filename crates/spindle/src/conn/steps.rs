@@ -10,24 +10,39 @@
 //! connection may go on: after it was accepted, after bytes arrived,
 //! after a response was finished.
 
+use std::os::fd::RawFd;
 use std::time::Instant;
 
 use spindle_core::{AuthCheck, ListRequest, OpenRequest};
 
+use super::h2::{H2State, Proto};
 use super::life::{Life, Next};
 use super::serve::{Answer, Found, Listed, OpenResult, Reply, Serving};
 use super::table::{Slots, Ticket};
 
 /// What the steps need to know of a loop's connection.
 pub trait Connection {
+    /// The loop's part of an HTTP/2 connection ([`H2State::out`]).
+    type H2Out;
     fn life(&self) -> &Life;
     fn life_mut(&mut self) -> &mut Life;
-    /// An HTTP/2 connection: its streams are driven in slots of their own.
-    fn is_h2(&self) -> bool;
-    /// A slot that serves one HTTP/2 stream.
-    fn is_stream(&self) -> bool;
+    /// The protocol on its socket, or the HTTP/2 stream the slot serves.
+    fn proto(&self) -> &Proto<H2State<Self::H2Out>>;
+    fn proto_mut(&mut self) -> &mut Proto<H2State<Self::H2Out>>;
+    /// Its socket (a stream slot's names its connection's).
+    fn fd(&self) -> RawFd;
     /// On HTTPS, whether the handshake is under way; `None` on plain HTTP.
     fn tls_handshaking(&self) -> Option<bool>;
+
+    /// An HTTP/2 connection: its streams are driven in slots of their own.
+    fn is_h2(&self) -> bool {
+        self.proto().is_h2()
+    }
+
+    /// A slot that serves one HTTP/2 stream.
+    fn is_stream(&self) -> bool {
+        self.proto().is_stream()
+    }
 }
 
 /// A loop's primitives for a connection's steps.
@@ -69,6 +84,22 @@ pub trait Transport {
     /// The session closes the connection; `linger`: shut the write side
     /// and read what the peer still sends for a while first.
     fn close_conn(&mut self, who: Ticket, linger: bool);
+    /// Drops a slot now (a stream the peer reset), if it is still live.
+    fn abort_slot(&mut self, who: Ticket);
+
+    // ----- HTTP/2 (`conn::streams`) -----------------------------------
+
+    /// The loop's part of a connection that turns HTTP/2.
+    fn h2_out(&mut self, who: Ticket) -> <Self::Conn as Connection>::H2Out;
+    /// An HTTP/2 connection's input was taken by its link.
+    fn h2_input_taken(&mut self, who: Ticket);
+    /// An HTTP/2 connection has frames to write, or a stream ended.
+    fn h2_output(&mut self, who: Ticket);
+    /// A slot for stream `id` of connection `parent`, serving `life`;
+    /// `None` when none can be had (the stream is refused).
+    fn add_stream(&mut self, parent: Ticket, id: u32, life: Life) -> Option<Ticket>;
+    /// A new stream slot, attached to its link, takes its first step.
+    fn stream_begins(&mut self, who: Ticket);
 }
 
 /// A reply with nothing read from a file (a listing, an error page,

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use super::event_loop::epoll_add;
 use super::{Conn, EpollTls, Mover, Worker, ACCEPT_BATCH, READ_TURN_BYTES};
 use crate::conn::policy::{AcceptBackoff, LINGER_MAX_BYTES};
+use crate::conn::StreamSteps;
 use crate::conn::{Phase, Ticket};
 use crate::metrics::Pause;
 use crate::sys::{drain_eventfd, errno};

@@ -11,20 +11,19 @@
 //! client for the log and the rules. The connection closes its stream
 //! slots before itself, so the socket closes with the connection.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Instant;
-
-use spindle_core::h2::H2Settings;
-use spindle_core::request::Request as CoreRequest;
-use spindle_core::Fields;
+use std::os::fd::{AsRawFd, RawFd};
 
 use super::tls::Filled;
-use super::{Conn, Mover, Worker, READ_TURN_BYTES};
-use crate::conn::h2::{timeout, H2Link, Todo};
-use crate::conn::{Life, Ticket};
+use super::{Mover, Worker, READ_TURN_BYTES};
+use crate::conn::h2::{timeout, H2Link, H2State};
+use crate::conn::{StreamSteps, Ticket};
 use crate::sys::Stop;
 
 impl H2Conn {
+    fn written(&self) -> bool {
+        self.out.sent == self.out.buf.len()
+    }
+
     /// Writes what waits, then frames and writes until the link has
     /// nothing ready or the socket is full: `Ok(true)` when it is full.
     /// Over TLS the frames go straight into records behind the waiting
@@ -55,19 +54,19 @@ impl H2Conn {
             }
         }
         loop {
-            if self.out_sent == self.out.len() {
-                self.out.clear();
-                self.out_sent = 0;
-                self.link.fill(&mut self.out, sent);
-                if self.out.is_empty() {
+            if self.written() {
+                self.out.buf.clear();
+                self.out.sent = 0;
+                self.link.fill(&mut self.out.buf, sent);
+                if self.out.buf.is_empty() {
                     return Ok(false);
                 }
             }
             if !*can_write {
                 return Ok(true);
             }
-            match crate::sys::send_two(fd, &self.out[self.out_sent..], &[], false) {
-                Ok(n) => self.out_sent += n,
+            match crate::sys::send_two(fd, &self.out.buf[self.out.sent..], &[], false) {
+                Ok(n) => self.out.sent += n,
                 Err(Stop::Full) => {
                     *can_write = false;
                     return Ok(true);
@@ -83,105 +82,17 @@ pub(super) type Proto = crate::conn::h2::Proto<H2Conn>;
 
 /// An HTTP/2 connection's protocol and the frames the socket has not
 /// taken yet.
-pub(super) struct H2Conn {
-    pub(super) link: H2Link,
-    out: Vec<u8>,
-    out_sent: usize,
-    /// GOAWAY went (or the drain finished): close once `out` is written.
-    closing: bool,
-    born: Instant,
+pub(super) type H2Conn = H2State<Frames>;
+
+/// The epoll loop's part of an HTTP/2 connection: framed bytes, written
+/// from `sent` on.
+#[derive(Default)]
+pub(super) struct Frames {
+    buf: Vec<u8>,
+    sent: usize,
 }
 
 impl<M: Mover> Worker<M> {
-    /// The connection speaks HTTP/2 from now on.
-    pub(super) fn h2_begin(&mut self, who: Ticket) {
-        let by_address = self.serve.ctx.session_cfg.rules.by_address();
-        let now = self.now;
-        let c = self.conn(who);
-        let client = c.life.session.client().or_else(|| {
-            by_address
-                .then(|| crate::net::peer_addr(c.fd.as_raw_fd()))
-                .flatten()
-        });
-        let tls = c.tls.is_some();
-        c.proto = Proto::H2(Box::new(H2Conn {
-            link: H2Link::new(H2Settings::default(), client, tls),
-            out: Vec::new(),
-            out_sent: 0,
-            closing: false,
-            born: now,
-        }));
-    }
-
-    /// Plaintext received on an HTTP/2 connection.
-    pub(super) fn h2_received(&mut self, who: Ticket, data: &[u8]) {
-        let now = self.now;
-        let Proto::H2(h) = &mut self.conn(who).proto else {
-            unreachable!("not an HTTP/2 connection")
-        };
-        let ms = now.saturating_duration_since(h.born).as_millis() as u64;
-        let todo = h.link.receive(data, ms);
-        self.h2_todo(who, todo);
-    }
-
-    fn h2_todo(&mut self, who: Ticket, todo: Vec<Todo>) {
-        for t in todo {
-            // A todo before this one may have closed the connection (a
-            // stream's failure flushed its GOAWAY): the rest is moot.
-            if self.live_conn(who).is_none() {
-                return;
-            }
-            match t {
-                Todo::Serve { stream_id, request } => self.h2_serve(who, stream_id, request),
-                Todo::Abort(s) => self.close(s),
-                Todo::Close => {
-                    if let Proto::H2(h) = &mut self.conn(who).proto {
-                        h.closing = true;
-                    }
-                }
-            }
-        }
-    }
-
-    /// A new stream: a slot of its own, with a session given its request.
-    fn h2_serve(&mut self, who: Ticket, stream_id: u32, request: Box<CoreRequest>) {
-        let full = self.conns.full();
-        let now = self.now;
-        let c = self.conn(who);
-        let Proto::H2(h) = &mut c.proto else {
-            unreachable!()
-        };
-        // SAFETY: F_DUPFD_CLOEXEC on a socket this connection owns returns
-        // a new descriptor (or -1) that nothing else owns.
-        let dup = unsafe { libc::fcntl(c.fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-        if full || dup < 0 {
-            h.link.refuse(stream_id);
-            return;
-        }
-        // SAFETY: as above.
-        let fd = unsafe { OwnedFd::from_raw_fd(dup) };
-        let head_only = request.method == spindle_core::request::Method::Head;
-        let session = h.link.session(request);
-        let life = Life::new(session, None, &self.serve.ctx, false, fd.as_raw_fd(), now);
-        let proto = Proto::Stream {
-            parent: who,
-            id: stream_id,
-            ended: false,
-        };
-        let slot = self.conns.insert(Conn::new(fd, life, None, proto));
-        self.streams += 1;
-        let Proto::H2(h) = &mut self.conn(who).proto else {
-            unreachable!()
-        };
-        h.link.attach(stream_id, slot, head_only);
-        // Its first step waits for the ready queue, not run from inside
-        // the connection's own turn: a response found at once (a small
-        // cached file) would take the connection's link out of its slot
-        // while that turn still works on it, and about 1 stream in 140
-        // under h2load -c 10 -m 32 was reset.
-        self.enqueue(slot);
-    }
-
     /// An HTTP/2 connection's turn: read what has arrived (a bounded
     /// amount), then write what is framed.
     pub(super) fn h2_service(&mut self, who: Ticket) {
@@ -228,10 +139,10 @@ impl<M: Mover> Worker<M> {
                     return;
                 }
             };
-            if h.out_sent == h.out.len() && h.out.capacity() > 4096 && h.link.streams() == 0 {
-                h.out = Vec::new();
+            if h.written() && h.out.buf.capacity() > 4096 && h.link.streams() == 0 {
+                h.out = Frames::default();
             }
-            let ms = now.saturating_duration_since(h.born).as_millis() as u64;
+            let ms = h.ms(now);
             let todo = h.link.resume(ms);
             // TLS records the socket has not taken count as waiting.
             full |= c.tls.as_ref().is_some_and(|t| t.pending());
@@ -254,21 +165,6 @@ impl<M: Mover> Worker<M> {
             if !again {
                 return;
             }
-        }
-    }
-
-    /// A stream slot's response is over: END_STREAM after its bytes.
-    pub(super) fn h2_stream_done(&mut self, who: Ticket) {
-        let Proto::Stream { parent, id, ended } = &mut self.conn(who).proto else {
-            return;
-        };
-        *ended = true;
-        let (parent, id) = (*parent, *id);
-        if let Some(p) = self.live_conn(parent) {
-            if let Proto::H2(h) = &mut p.proto {
-                h.link.end(id);
-            }
-            self.enqueue(parent);
         }
     }
 
@@ -297,27 +193,6 @@ impl<M: Mover> Worker<M> {
                 }
             }
         }
-    }
-
-    /// The drain: GOAWAY on every HTTP/2 connection.
-    pub(super) fn h2_drain(&mut self) {
-        for who in self.conns.select(|c| c.proto.is_h2()) {
-            if let Proto::H2(h) = &mut self.conn(who).proto {
-                h.link.shutdown();
-            }
-            self.enqueue(who);
-        }
-    }
-
-    /// Runs `f` with the link of stream slot `who`'s connection taken out
-    /// of its slot, so that the stream's own slot can be borrowed beside
-    /// it; `None` (and `f` not run) when `who` is not a live stream.
-    /// A stream slot's response begins: its head goes to the link (as
-    /// HEADERS, once its first body bytes or its end come). `false`: the
-    /// stream or its connection is gone.
-    pub(super) fn h2_stream_respond(&mut self, who: Ticket, status: u16, fields: Fields) -> bool {
-        self.with_parent_link(who, |_, link, id| link.respond(id, status, fields))
-            .unwrap_or(false)
     }
 
     pub(super) fn with_parent_link<R>(

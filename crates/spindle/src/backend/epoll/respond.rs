@@ -9,7 +9,9 @@ use spindle_core::{OpenRequest, Response};
 
 use super::{Completion, Mover, Opened, Progress, Tx, Wait, Worker, READ_TURN_BYTES};
 use crate::conn::policy::{changed, read_failed};
-use crate::conn::{Connection, Found, OpenResult, Phase, Reply, Steps, Ticket, Transport};
+use crate::conn::{
+    Connection, Found, OpenResult, Phase, Reply, Steps, StreamSteps, Ticket, Transport,
+};
 
 impl<M: Mover> Worker<M> {
     // ----- transmitting -------------------------------------------------
@@ -227,6 +229,8 @@ impl<M: Mover> Worker<M> {
 }
 
 impl<S> Connection for super::Conn<S> {
+    type H2Out = super::h2::Frames;
+
     fn life(&self) -> &crate::conn::Life {
         &self.life
     }
@@ -235,12 +239,16 @@ impl<S> Connection for super::Conn<S> {
         &mut self.life
     }
 
-    fn is_h2(&self) -> bool {
-        self.proto.is_h2()
+    fn proto(&self) -> &super::h2::Proto {
+        &self.proto
     }
 
-    fn is_stream(&self) -> bool {
-        self.proto.is_stream()
+    fn proto_mut(&mut self) -> &mut super::h2::Proto {
+        &mut self.proto
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 
     fn tls_handshaking(&self) -> Option<bool> {
@@ -309,5 +317,43 @@ impl<M: Mover> Transport for Worker<M> {
         } else {
             self.close(who);
         }
+    }
+
+    fn abort_slot(&mut self, who: Ticket) {
+        self.close(who);
+    }
+
+    fn h2_out(&mut self, _who: Ticket) -> super::h2::Frames {
+        super::h2::Frames::default()
+    }
+
+    /// Nothing: the connection's turn writes its frames next.
+    fn h2_input_taken(&mut self, _who: Ticket) {}
+
+    fn h2_output(&mut self, who: Ticket) {
+        self.enqueue(who);
+    }
+
+    /// A stream slot holds a duplicate of its connection's descriptor,
+    /// never registered with epoll and never read or written.
+    fn add_stream(&mut self, parent: Ticket, id: u32, life: crate::conn::Life) -> Option<Ticket> {
+        let fd = self.conn(parent).fd.try_clone().ok()?;
+        let proto = super::h2::Proto::Stream {
+            parent,
+            id,
+            ended: false,
+        };
+        let who = self.conns.insert(super::Conn::new(fd, life, None, proto));
+        self.streams += 1;
+        Some(who)
+    }
+
+    /// Its first step waits for the ready queue, not run from inside the
+    /// connection's own turn: a response found at once (a small cached
+    /// file) would take the connection's link out of its slot while that
+    /// turn still works on it, and about 1 stream in 140 under h2load
+    /// -c 10 -m 32 was reset.
+    fn stream_begins(&mut self, who: Ticket) {
+        self.enqueue(who);
     }
 }

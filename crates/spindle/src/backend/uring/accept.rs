@@ -10,6 +10,7 @@ use super::ring::{ud, Op};
 use super::{Conn, Worker, NO_SLOT};
 use crate::conn::policy::AcceptBackoff;
 use crate::conn::Steps;
+use crate::conn::StreamSteps;
 use crate::metrics::Pause;
 
 /// The worker's listening sockets and the multishot accepts on them.

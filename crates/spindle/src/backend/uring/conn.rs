@@ -11,6 +11,7 @@ use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
 use crate::config::FirstMiss;
 use crate::conn::policy::LINGER_MAX_BYTES;
+use crate::conn::StreamSteps;
 use crate::conn::{Connection, Found, Phase, Reply, Steps, Ticket, Transport};
 use crate::fs;
 use crate::metrics::Timeout;
@@ -140,9 +141,9 @@ impl Worker {
                     let data = data.to_vec();
                     self.provide_recv_buf(bid);
                     if !self.conn(slot).proto.is_h2() {
-                        self.h2_begin(slot);
+                        self.h2_begin(self.who(slot));
                     }
-                    self.h2_received(slot, &data);
+                    self.h2_received(self.who(slot), &data);
                     return self.h2_after_recv(slot);
                 }
                 _ => {
@@ -382,6 +383,8 @@ impl Worker {
 }
 
 impl Connection for Conn {
+    type H2Out = super::h2::H2Out;
+
     fn life(&self) -> &crate::conn::Life {
         &self.life
     }
@@ -390,12 +393,16 @@ impl Connection for Conn {
         &mut self.life
     }
 
-    fn is_h2(&self) -> bool {
-        self.proto.is_h2()
+    fn proto(&self) -> &super::h2::Proto {
+        &self.proto
     }
 
-    fn is_stream(&self) -> bool {
-        self.proto.is_stream()
+    fn proto_mut(&mut self) -> &mut super::h2::Proto {
+        &mut self.proto
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        self.fd
     }
 
     fn tls_handshaking(&self) -> Option<bool> {
@@ -491,5 +498,45 @@ impl Transport for Worker {
             linger = true;
         }
         self.begin_close(who.slot, linger);
+    }
+
+    fn abort_slot(&mut self, who: Ticket) {
+        if self.conns.get(who).is_some() {
+            self.abort(who.slot);
+        }
+    }
+
+    fn h2_out(&mut self, _who: Ticket) -> super::h2::H2Out {
+        super::h2::H2Out::new()
+    }
+
+    /// Its frames go out, and its deadline moves.
+    fn h2_input_taken(&mut self, who: Ticket) {
+        self.h2_flush(who.slot);
+        self.h2_touch(who.slot);
+    }
+
+    fn h2_output(&mut self, who: Ticket) {
+        self.h2_flush(who.slot);
+    }
+
+    /// A stream slot names its connection's socket, and never does I/O
+    /// on it.
+    fn add_stream(&mut self, parent: Ticket, id: u32, life: crate::conn::Life) -> Option<Ticket> {
+        let proto = super::h2::Proto::Stream {
+            parent,
+            id,
+            ended: false,
+        };
+        let fd = self.conn(parent.slot).fd;
+        let who = self
+            .conns
+            .insert(Conn::new(fd, life, proto, None, self.now));
+        self.streams += 1;
+        Some(who)
+    }
+
+    fn stream_begins(&mut self, who: Ticket) {
+        self.drive(who);
     }
 }

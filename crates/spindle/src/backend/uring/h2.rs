@@ -1,6 +1,6 @@
 //! HTTP/2 on the ring: a connection that negotiated `h2` by ALPN, or
 //! opened with the HTTP/2 preface on a plain listener (prior knowledge),
-//! keeps its protocol in an [`H2Io`]; each of its streams is served by a
+//! keeps its protocol in an [`H2Io`] (`conn::H2State`); each of its streams is served by a
 //! stream slot (`conn::h2` has the design). Here: what the ring does for
 //! them.
 //!
@@ -21,65 +21,49 @@
 //!
 //! Invariant: `h2_flush` does not re-enter itself; stream slots that it
 //! reports sent may write again, which only marks another round
-//! (`H2Io::again`).
-
-use std::time::Instant;
-
-use spindle_core::h2::H2Settings;
-use spindle_core::request::Request as CoreRequest;
-use spindle_core::Fields;
+//! (`Flush::Again`).
 
 use super::ring::Op;
 use super::tls::Plain;
 use super::wire::Wire;
-use super::{Conn, Worker};
-use crate::conn::h2::{H2Link, Held, Todo, Wrote};
+use super::Worker;
+use crate::conn::h2::{H2State, Held, Wrote};
 use crate::conn::tls::QueueSink;
-use crate::conn::Steps;
-use crate::conn::{Life, Phase, Ticket};
+use crate::conn::{Phase, StreamSteps, Ticket};
 
 /// What a slot's socket speaks, or which HTTP/2 stream it serves.
 pub(super) type Proto = crate::conn::h2::Proto<H2Io>;
 
 /// An HTTP/2 connection's protocol and its outgoing frames.
-pub(super) struct H2Io {
-    pub(super) link: H2Link,
+pub(super) type H2Io = H2State<H2Out>;
+
+/// The ring's part of an HTTP/2 connection.
+pub(super) struct H2Out {
     /// Frames on their way in plaintext (h2c); over TLS they go to the
     /// connection's `TlsState` as records instead.
     wire: Wire,
-    /// `h2_flush` is running; a call from inside it sets `again`.
-    flushing: bool,
-    again: bool,
-    /// The connection ends once what is framed is out (GOAWAY was sent,
-    /// or the drain finished its streams).
-    closing: bool,
-    /// The clock of `H2Conn`'s flood budgets starts here.
-    born: Instant,
+    flush: Flush,
+}
+
+impl H2Out {
+    pub(super) fn new() -> H2Out {
+        H2Out {
+            wire: Wire::new(),
+            flush: Flush::Idle,
+        }
+    }
+}
+
+/// Whether `h2_flush` is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    Idle,
+    Running,
+    /// A call from inside it asked for another round.
+    Again,
 }
 
 impl Worker {
-    /// The connection speaks HTTP/2 from now on (ALPN `h2`, or the
-    /// preface on a plain listener).
-    pub(super) fn h2_begin(&mut self, slot: u32) {
-        let by_address = self.serve.ctx.session_cfg.rules.by_address();
-        let c = self.conns.live_at(slot);
-        debug_assert!(matches!(c.proto, Proto::Http1));
-        let tls = c.tls.is_some();
-        let client = c
-            .life
-            .session
-            .client()
-            .or_else(|| by_address.then(|| crate::net::peer_addr(c.fd)).flatten());
-        c.proto = Proto::H2(Box::new(H2Io {
-            link: H2Link::new(H2Settings::default(), client, tls),
-            wire: Wire::new(),
-            flushing: false,
-            again: false,
-            closing: false,
-            born: self.now,
-        }));
-    }
-
     /// The connection made progress (bytes in or out, a stream began or
     /// ended): its deadline moves (see below), and it counts as idle
     /// while it has no stream. A client that stops reading is dropped
@@ -91,25 +75,11 @@ impl Worker {
         let Proto::H2(io) = &c.proto else {
             return;
         };
-        let socket_busy = io.wire.q.sending() || tls_busy;
+        let socket_busy = io.out.wire.q.sending() || tls_busy;
         let idle = io.link.streams() == 0 && !io.closing;
         c.life.set_idle(&self.serve.ctx, idle);
         let streams = io.link.streams() + usize::from(io.link.has_output());
         c.life.deadline = self.now + crate::conn::h2::timeout(cfg, socket_busy, streams);
-    }
-
-    /// Bytes (plaintext) received on an HTTP/2 connection.
-    pub(super) fn h2_received(&mut self, slot: u32, data: &[u8]) {
-        let now = self.now;
-        let c = self.conns.live_at(slot);
-        let Proto::H2(io) = &mut c.proto else {
-            unreachable!("h2_received on a connection that is not HTTP/2")
-        };
-        let ms = now.saturating_duration_since(io.born).as_millis() as u64;
-        let todo = io.link.receive(data, ms);
-        self.h2_todo(slot, todo);
-        self.h2_flush(slot);
-        self.h2_touch(slot);
     }
 
     /// After a receive on an HTTP/2 connection: go on receiving unless
@@ -128,77 +98,6 @@ impl Worker {
             self.cancel_recv(slot);
         } else {
             self.arm_recv(slot);
-        }
-    }
-
-    fn h2_todo(&mut self, slot: u32, todo: Vec<Todo>) {
-        for t in todo {
-            // A todo before this one may have closed the connection (a
-            // stream's failure flushed its GOAWAY): no new stream then,
-            // since its slots were aborted already.
-            if matches!(
-                self.conns.live_at(slot).life.phase,
-                Phase::Closing | Phase::Lingering
-            ) {
-                return;
-            }
-            match t {
-                Todo::Serve { stream_id, request } => self.h2_serve(slot, stream_id, request),
-                Todo::Abort(who) => {
-                    if self.conns.get(who).is_some() {
-                        self.abort(who.slot);
-                    }
-                }
-                Todo::Close => {
-                    if let Proto::H2(io) = &mut self.conns.live_at(slot).proto {
-                        io.closing = true;
-                    }
-                }
-            }
-        }
-    }
-
-    /// A new stream: a slot of its own, with a session given its request.
-    fn h2_serve(&mut self, slot: u32, stream_id: u32, request: Box<CoreRequest>) {
-        let parent = self.conns.ticket(slot).expect("live slot");
-        let full = self.conns.full();
-        let now = self.now;
-        let c = self.conns.live_at(slot);
-        let fd = c.fd;
-        let Proto::H2(io) = &mut c.proto else {
-            unreachable!("a stream of a connection that is not HTTP/2")
-        };
-        if full {
-            io.link.refuse(stream_id);
-            return;
-        }
-        let head_only = request.method == spindle_core::request::Method::Head;
-        let session = io.link.session(request);
-        let life = Life::new(session, None, &self.serve.ctx, false, fd, now);
-        let proto = Proto::Stream {
-            parent,
-            id: stream_id,
-            ended: false,
-        };
-        let who = self.conns.insert(Conn::new(fd, life, proto, None, now));
-        self.streams += 1;
-        let Proto::H2(io) = &mut self.conns.live_at(slot).proto else {
-            unreachable!()
-        };
-        io.link.attach(stream_id, who, head_only);
-        self.drive(who);
-    }
-
-    /// A stream slot's response begins: its head goes to its connection's
-    /// link (as HEADERS, once its first body bytes or its end come).
-    /// `false`: the stream is gone.
-    pub(super) fn h2_stream_respond(&mut self, slot: u32, status: u16, fields: Fields) -> bool {
-        let Proto::Stream { parent, id, .. } = self.conns.live_at(slot).proto else {
-            unreachable!("h2_stream_respond on a connection")
-        };
-        match self.conns.get(parent).map(|p| &mut p.proto) {
-            Some(Proto::H2(io)) => io.link.respond(id, status, fields),
-            _ => false,
         }
     }
 
@@ -253,23 +152,6 @@ impl Worker {
         self.h2_flush(parent.slot);
     }
 
-    /// A stream slot's response is over (its last bytes were written):
-    /// END_STREAM follows them.
-    pub(super) fn h2_stream_done(&mut self, slot: u32) {
-        let c = self.conns.live_at(slot);
-        let Proto::Stream { parent, id, ended } = &mut c.proto else {
-            return;
-        };
-        *ended = true;
-        let (parent, id) = (*parent, *id);
-        if let Some(p) = self.conns.get(parent) {
-            if let Proto::H2(io) = &mut p.proto {
-                io.link.end(id);
-            }
-        }
-        self.h2_flush(parent.slot);
-    }
-
     /// Closes a stream slot: RST_STREAM unless its response ended, then
     /// the slot goes once its own operations are done.
     pub(super) fn h2_stream_close(&mut self, slot: u32) {
@@ -309,22 +191,6 @@ impl Worker {
         }
     }
 
-    /// The drain: GOAWAY on every HTTP/2 connection; streams in flight
-    /// finish, then each closes.
-    pub(super) fn h2_drain(&mut self) {
-        let all = self.conns.select(|c| c.proto.is_h2());
-        for who in all {
-            let c = self.conns.live_at(who.slot);
-            if c.life.phase == Phase::Closing {
-                continue;
-            }
-            if let Proto::H2(io) = &mut c.proto {
-                io.link.shutdown();
-            }
-            self.h2_flush(who.slot);
-        }
-    }
-
     /// Frames what the connection's streams have ready and starts sending
     /// it, unless a send is in flight (its completion calls this again).
     /// Reports the stream slots whose bytes are now framed, feeds input
@@ -336,11 +202,11 @@ impl Worker {
             let Proto::H2(io) = &mut c.proto else {
                 return;
             };
-            if io.flushing {
-                io.again = true;
+            if io.out.flush != Flush::Idle {
+                io.out.flush = Flush::Again;
                 return;
             }
-            io.flushing = true;
+            io.out.flush = Flush::Running;
         }
         loop {
             let c = self.conns.live_at(slot);
@@ -350,8 +216,8 @@ impl Worker {
             let Proto::H2(io) = &mut c.proto else {
                 unreachable!()
             };
-            io.again = false;
-            let ms = self.now.saturating_duration_since(io.born).as_millis() as u64;
+            io.out.flush = Flush::Running;
+            let ms = io.ms(self.now);
             let Some(sent) = self.h2_frame_out(slot) else {
                 self.begin_close(slot, false);
                 break;
@@ -363,7 +229,7 @@ impl Worker {
                 unreachable!()
             };
             let todo = io.link.resume(ms);
-            self.h2_todo(slot, todo);
+            self.h2_todo(self.who(slot), todo);
             for (who, n) in sent {
                 let live = self
                     .conns
@@ -377,7 +243,7 @@ impl Worker {
             let Proto::H2(io) = &mut c.proto else {
                 unreachable!()
             };
-            if !io.again {
+            if io.out.flush != Flush::Again {
                 break;
             }
         }
@@ -386,12 +252,12 @@ impl Worker {
         let Proto::H2(io) = &mut c.proto else {
             unreachable!()
         };
-        io.flushing = false;
-        if io.wire.q.is_empty() && io.link.streams() == 0 {
+        io.out.flush = Flush::Idle;
+        if io.out.wire.q.is_empty() && io.link.streams() == 0 {
             // An idle connection keeps no batch-sized buffer.
-            io.wire.q.shrink();
+            io.out.wire.q.shrink();
         }
-        let done = io.closing && !io.wire.q.sending() && !tls_busy && !io.link.has_output();
+        let done = io.closing && !io.out.wire.q.sending() && !tls_busy && !io.link.has_output();
         let starved = !c.recv_armed && !io.link.input_full() && c.life.phase == Phase::Reading;
         if done {
             self.begin_close(slot, true);
@@ -423,8 +289,8 @@ impl Worker {
                 io.link.fill(&mut sink, &mut sent);
                 ok = sink.finish();
             }
-        } else if !io.wire.q.waiting() {
-            let mut sink = QueueSink::plain(&mut io.wire.q, &mut self.pool, &mut freed);
+        } else if !io.out.wire.q.waiting() {
+            let mut sink = QueueSink::plain(&mut io.out.wire.q, &mut self.pool, &mut freed);
             io.link.fill(&mut sink, &mut sent);
             ok = sink.finish();
         }
@@ -450,7 +316,7 @@ impl Worker {
         };
         // The frames live in the connection's boxed H2Io (and its chunk
         // buffers), untouched until this send completes.
-        if let Some(sqe) = io.wire.next_send(fd, &self.pool) {
+        if let Some(sqe) = io.out.wire.next_send(fd, &self.pool) {
             self.push_conn(slot, Op::H2Send, sqe);
         }
     }
@@ -459,7 +325,7 @@ impl Worker {
     pub(super) fn on_h2_send(&mut self, slot: u32, res: i32) {
         let mut freed = Vec::new();
         if let Proto::H2(io) = &mut self.conns.live_at(slot).proto {
-            io.wire.q.sent(res.max(0) as usize, &mut freed);
+            io.out.wire.q.sent(res.max(0) as usize, &mut freed);
         }
         self.give_bufs(freed);
         if !self.send_went(slot, res) {
@@ -475,6 +341,6 @@ impl Worker {
     /// hold (nothing is in flight any more).
     pub(super) fn h2_reclaim(io: &mut H2Io, freed: &mut Vec<u32>) {
         freed.extend(io.link.drop_all());
-        io.wire.q.clear(freed);
+        io.out.wire.q.clear(freed);
     }
 }

@@ -24,6 +24,7 @@
 //! The epoll loop's HTTPS (posix-aio) is `backend/epoll/tls.rs`. Not yet:
 //! kTLS.
 
+use crate::conn::StreamSteps;
 use std::sync::Arc;
 
 use super::ring::Op;
@@ -125,13 +126,13 @@ impl Worker {
         let h2 = tls.tls.alpn_h2() && !tls.tls.handshaking();
         self.tls_flush(slot);
         if h2 && !self.conn(slot).proto.is_h2() {
-            self.h2_begin(slot);
+            self.h2_begin(self.who(slot));
             // Our SETTINGS go first, before the client's preface arrives.
             self.h2_flush(slot);
         }
         if self.conn(slot).proto.is_h2() {
             if !plain.is_empty() {
-                self.h2_received(slot, &plain);
+                self.h2_received(self.who(slot), &plain);
             }
         } else {
             self.conn(slot).life.session.feed(&plain);

@@ -16,6 +16,7 @@ use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
 use crate::conn::Phase;
 use crate::conn::Steps;
+use crate::conn::StreamSteps;
 use crate::fs;
 use crate::net;
 use crate::sys::{self, Stop};
@@ -90,7 +91,7 @@ impl Worker {
         if self.conns.live_at(slot).proto.is_stream() && !resp.continued {
             // An HTTP/2 stream's head goes to its link, as fields.
             let fields = std::mem::take(&mut resp.fields);
-            if !self.h2_stream_respond(slot, resp.status, fields) {
+            if !self.h2_stream_respond(self.who(slot), resp.status, fields) {
                 return self.abort(slot);
             }
         }
@@ -728,7 +729,7 @@ impl Worker {
         c.file = None;
         if c.proto.is_stream() {
             // END_STREAM after the stream's last bytes.
-            self.h2_stream_done(slot);
+            self.h2_stream_done(self.who(slot));
         }
         let c = self.conns.live_at(slot);
         // The body's last bytes are queued: send what Nagle holds.
