@@ -18,7 +18,10 @@ use spindle_core::{AuthCheck, ListRequest, OpenRequest};
 use super::h2::{H2State, Proto};
 use super::life::{Life, Next};
 use super::serve::{Answer, Found, Listed, OpenResult, Reply, Serving};
+use super::streams::StreamSteps;
 use super::table::{Slots, Ticket};
+use super::tls::Tls;
+use crate::tls::Received;
 
 /// What the steps need to know of a loop's connection.
 pub trait Connection {
@@ -33,6 +36,9 @@ pub trait Connection {
     fn fd(&self) -> RawFd;
     /// On HTTPS, whether the handshake is under way; `None` on plain HTTP.
     fn tls_handshaking(&self) -> Option<bool>;
+    /// On HTTPS: its TLS session, where the records it makes go (behind
+    /// those waiting), and its life.
+    fn tls_parts(&mut self) -> Option<(&mut Tls, &mut Vec<u8>, &mut Life)>;
 
     /// An HTTP/2 connection: its streams are driven in slots of their own.
     fn is_h2(&self) -> bool {
@@ -86,6 +92,9 @@ pub trait Transport {
     fn close_conn(&mut self, who: Ticket, linger: bool);
     /// Drops a slot now (a stream the peer reset), if it is still live.
     fn abort_slot(&mut self, who: Ticket);
+    /// Starts writing the TLS records that wait (what rustls said while
+    /// receiving): `Failed` in place of `got` when the socket failed.
+    fn tls_records_out(&mut self, who: Ticket, got: Received) -> Received;
 
     // ----- HTTP/2 (`conn::streams`) -----------------------------------
 
@@ -202,6 +211,46 @@ pub trait Steps: Transport {
             Next::Respond(resp) => self.transmit(who, in_memory(resp)),
             other => unreachable!("a helper's answer gave {other:?}"),
         }
+    }
+
+    /// Ciphertext received on an HTTPS connection: decrypted, and its
+    /// plaintext fed to the session, or, once ALPN chose it, to HTTP/2;
+    /// what rustls has to say (handshake, tickets, alerts) is written. A
+    /// connection that negotiated `h2` turns HTTP/2 before its first
+    /// plaintext, and its SETTINGS go first. The connection may be gone
+    /// after (HTTP/2's input can close it).
+    fn tls_received(&mut self, who: Ticket, data: &[u8]) -> Received {
+        let (serve, conns) = self.parts();
+        let http2 = serve.ctx.cfg.serves_http2();
+        let c = conns.get(who).expect("live connection");
+        let (tls, dst, life) = c.tls_parts().expect("TLS connection");
+        if tls.settled_http1() {
+            // HTTPS/1.1's every request: straight into the session.
+            let got = tls.receive(data, dst, |p| life.session.feed(p));
+            return self.tls_records_out(who, got);
+        }
+        // During the handshake the plaintext that may follow it in the
+        // same bytes waits here until ALPN says whose it is.
+        let mut plain = Vec::new();
+        let got = tls.receive(data, dst, |p| plain.extend_from_slice(p));
+        // HTTP/2 once the handshake is over: its SETTINGS go in records,
+        // which need the traffic keys.
+        let h2 = http2 && tls.alpn_h2() && !tls.handshaking();
+        let got = self.tls_records_out(who, got);
+        let c = self.parts().1.get(who).expect("live connection");
+        if h2 && !c.is_h2() {
+            self.h2_begin(who);
+            self.h2_output(who);
+        }
+        let c = self.parts().1.get(who).expect("live connection");
+        if c.is_h2() {
+            if !plain.is_empty() {
+                self.h2_received(who, &plain);
+            }
+        } else {
+            c.life_mut().session.feed(&plain);
+        }
+        got
     }
 
     /// Listings and password checks the helpers finished: each to the

@@ -7,8 +7,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use super::event_loop::epoll_add;
 use super::{Conn, EpollTls, Mover, Worker, ACCEPT_BATCH, READ_TURN_BYTES};
 use crate::conn::policy::{AcceptBackoff, LINGER_MAX_BYTES};
-use crate::conn::StreamSteps;
 use crate::conn::{Phase, Ticket};
+use crate::conn::{Steps, StreamSteps};
 use crate::metrics::Pause;
 use crate::sys::{drain_eventfd, errno};
 use crate::tls::Received;
@@ -135,7 +135,7 @@ impl<M: Mover> Worker<M> {
             if c.life.phase == Phase::Lingering {
                 c.life.lingered += n;
             } else if c.tls.is_some() {
-                if !self.tls_received(who, n) {
+                if !self.tls_input(who, n) {
                     return Recv::Gone;
                 }
             } else if c.proto.is_h2()
@@ -186,35 +186,11 @@ impl<M: Mover> Worker<M> {
     /// `n` bytes of ciphertext received in `rbuf`: decrypted and fed to
     /// the session or, once ALPN chose it, to HTTP/2. `false` when the
     /// connection is gone (a failed record, or closed meanwhile).
-    fn tls_received(&mut self, who: Ticket, n: usize) -> bool {
-        let http2 = self.serve.ctx.cfg.serves_http2();
-        let c = self.conns.get(who).expect("live connection");
-        let fd = c.fd.as_raw_fd();
-        let tls = c.tls.as_mut().expect("TLS connection");
-        let got = if tls.settled_http1() {
-            // HTTPS/1.1's every request: straight into the session.
-            let session = &mut c.life.session;
-            tls.received(fd, &self.rbuf[..n], |p| session.feed(p))
-        } else {
-            // During the handshake the plaintext that may follow it
-            // waits here until ALPN says whose it is.
-            let mut plain = Vec::new();
-            let got = tls.received(fd, &self.rbuf[..n], |p| plain.extend_from_slice(p));
-            // HTTP/2 once the handshake is over: its SETTINGS go
-            // in records, which need the traffic keys.
-            if http2 && tls.alpn_h2() && !tls.handshaking() && !c.proto.is_h2() {
-                self.h2_begin(who);
-            }
-            let c = self.conn(who);
-            if c.proto.is_h2() {
-                if !plain.is_empty() {
-                    self.h2_received(who, &plain);
-                }
-            } else {
-                c.life.session.feed(&plain);
-            }
-            got
-        };
+    fn tls_input(&mut self, who: Ticket, n: usize) -> bool {
+        // The buffer is lent out for the call (`conn::Steps::tls_received`).
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let got = self.tls_received(who, &rbuf[..n]);
+        self.rbuf = rbuf;
         let Some(c) = self.live_conn(who) else {
             return false;
         };

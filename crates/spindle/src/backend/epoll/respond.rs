@@ -12,6 +12,7 @@ use crate::conn::policy::{changed, read_failed};
 use crate::conn::{
     Connection, Found, OpenResult, Phase, Reply, Steps, StreamSteps, Ticket, Transport,
 };
+use crate::tls::Received;
 
 impl<M: Mover> Worker<M> {
     // ----- transmitting -------------------------------------------------
@@ -252,7 +253,21 @@ impl<S> Connection for super::Conn<S> {
     }
 
     fn tls_handshaking(&self) -> Option<bool> {
-        self.tls.as_ref().map(|t| t.handshaking())
+        self.tls.as_ref().map(|t| t.tls.handshaking())
+    }
+
+    fn tls_parts(
+        &mut self,
+    ) -> Option<(
+        &mut crate::conn::tls::Tls,
+        &mut Vec<u8>,
+        &mut crate::conn::Life,
+    )> {
+        let life = &mut self.life;
+        self.tls.as_mut().map(|t| {
+            let (tls, out) = t.parts();
+            (tls, out, life)
+        })
     }
 }
 
@@ -321,6 +336,15 @@ impl<M: Mover> Transport for Worker<M> {
 
     fn abort_slot(&mut self, who: Ticket) {
         self.close(who);
+    }
+
+    fn tls_records_out(&mut self, who: Ticket, got: Received) -> Received {
+        let c = self.conn(who);
+        let fd = c.fd.as_raw_fd();
+        match c.tls.as_mut().expect("TLS connection").flush(fd) {
+            Ok(_) => got,
+            Err(_) => Received::Failed,
+        }
     }
 
     fn h2_out(&mut self, _who: Ticket) -> super::h2::Frames {

@@ -44,39 +44,14 @@ impl EpollTls {
         }))
     }
 
-    pub fn handshaking(&self) -> bool {
-        self.tls.handshaking()
-    }
-
-    /// ALPN chose HTTP/2.
-    pub fn alpn_h2(&self) -> bool {
-        self.tls.alpn_h2()
-    }
-
-    /// The handshake is over and ALPN did not choose HTTP/2: plaintext is
-    /// HTTP/1.1 from now on.
-    pub fn settled_http1(&self) -> bool {
-        self.tls.settled_http1()
+    /// The TLS session, and where its records go (behind those waiting).
+    pub fn parts(&mut self) -> (&mut crate::conn::tls::Tls, &mut Vec<u8>) {
+        (&mut self.tls, &mut self.out)
     }
 
     /// Records wait to be written.
     pub fn pending(&self) -> bool {
         self.out_sent < self.out.len()
-    }
-
-    /// Ciphertext from the peer: plaintext to `plain`, then whatever rustls
-    /// has to say (handshake, tickets, an alert) is written.
-    pub fn received(
-        &mut self,
-        fd: RawFd,
-        data: &[u8],
-        plain: impl FnMut(&[u8]),
-    ) -> crate::tls::Received {
-        let outcome = self.tls.receive(data, &mut self.out, plain);
-        if self.flush(fd).is_err() {
-            return crate::tls::Received::Failed;
-        }
-        outcome
     }
 
     /// Queues close_notify and writes it if the socket takes it now (a

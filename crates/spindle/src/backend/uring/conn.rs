@@ -112,7 +112,7 @@ impl Worker {
                     // to the ring only after, so `data` stays valid).
                     let data = data.to_vec();
                     self.provide_recv_buf(bid);
-                    match self.tls_received(slot, &data) {
+                    match self.tls_received(self.who(slot), &data) {
                         super::tls::Received::Ok => {}
                         super::tls::Received::Closed => self.conn(slot).life.peer_eof = true,
                         super::tls::Received::Failed => {
@@ -406,7 +406,21 @@ impl Connection for Conn {
     }
 
     fn tls_handshaking(&self) -> Option<bool> {
-        self.tls.as_ref().map(|t| t.handshaking())
+        self.tls.as_ref().map(|t| t.tls.handshaking())
+    }
+
+    fn tls_parts(
+        &mut self,
+    ) -> Option<(
+        &mut crate::conn::tls::Tls,
+        &mut Vec<u8>,
+        &mut crate::conn::Life,
+    )> {
+        let life = &mut self.life;
+        self.tls.as_mut().map(|t| {
+            let (dst, tls) = t.dst();
+            (tls, dst, life)
+        })
     }
 }
 
@@ -504,6 +518,11 @@ impl Transport for Worker {
         if self.conns.get(who).is_some() {
             self.abort(who.slot);
         }
+    }
+
+    fn tls_records_out(&mut self, who: Ticket, got: crate::tls::Received) -> crate::tls::Received {
+        self.tls_flush(who.slot);
+        got
     }
 
     fn h2_out(&mut self, _who: Ticket) -> super::h2::H2Out {

@@ -24,7 +24,6 @@
 //! The epoll loop's HTTPS (posix-aio) is `backend/epoll/tls.rs`. Not yet:
 //! kTLS.
 
-use crate::conn::StreamSteps;
 use std::sync::Arc;
 
 use super::ring::Op;
@@ -53,16 +52,6 @@ impl TlsState {
             plain_pending: 0,
             pump_on_drain: false,
         }))
-    }
-
-    pub(super) fn handshaking(&self) -> bool {
-        self.tls.handshaking()
-    }
-
-    /// The handshake is over and ALPN did not choose HTTP/2: plaintext is
-    /// HTTP/1.1 from now on.
-    pub(super) fn settled_http1(&self) -> bool {
-        self.tls.settled_http1()
     }
 
     /// A send of records is in flight.
@@ -101,45 +90,6 @@ pub(super) enum Plain {
 pub(super) use crate::tls::Received;
 
 impl Worker {
-    /// Ciphertext the ring received for `slot`: decrypt, feed the session,
-    /// and send whatever rustls has to say (handshake, tickets, alerts).
-    /// A connection that negotiated `h2` by ALPN turns HTTP/2 before
-    /// its first plaintext.
-    pub(super) fn tls_received(&mut self, slot: u32, data: &[u8]) -> Received {
-        let c = self.conns.live_at(slot);
-        let tls = c.tls.as_mut().expect("TLS connection");
-        if tls.settled_http1() {
-            // HTTPS/1.1's every request: straight into the session.
-            let session = &mut c.life.session;
-            let (dst, t) = tls.dst();
-            let outcome = t.receive(data, dst, |p| session.feed(p));
-            self.tls_flush(slot);
-            return outcome;
-        }
-        // During the handshake the plaintext that may follow it in the
-        // same bytes waits here until ALPN says whose it is.
-        let mut plain = Vec::new();
-        let (dst, t) = tls.dst();
-        let outcome = t.receive(data, dst, |p| plain.extend_from_slice(p));
-        // HTTP/2 once the handshake is over: its SETTINGS go in records,
-        // which need the traffic keys.
-        let h2 = tls.tls.alpn_h2() && !tls.tls.handshaking();
-        self.tls_flush(slot);
-        if h2 && !self.conn(slot).proto.is_h2() {
-            self.h2_begin(self.who(slot));
-            // Our SETTINGS go first, before the client's preface arrives.
-            self.h2_flush(slot);
-        }
-        if self.conn(slot).proto.is_h2() {
-            if !plain.is_empty() {
-                self.h2_received(self.who(slot), &plain);
-            }
-        } else {
-            self.conn(slot).life.session.feed(&plain);
-        }
-        outcome
-    }
-
     /// Encrypts the response's next plaintext (its head, or bytes of a chunk
     /// buffer) and sends the records. When they are the only records in
     /// flight, the response's `on_send` hears of the plaintext at once: its
