@@ -13,14 +13,15 @@
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use spindle_core::{AuthCheck, ListRequest, OpenRequest};
+use spindle_core::{AuthCheck, ListRequest, OpenRequest, Response};
 
 use super::h2::{H2State, Proto};
-use super::life::{Life, Next};
+use super::life::{Life, Next, Phase};
 use super::serve::{Answer, Found, Listed, OpenResult, Reply, Serving};
 use super::streams::StreamSteps;
 use super::table::{Slots, Ticket};
 use super::tls::Tls;
+use crate::metrics::Timeout;
 use crate::tls::Received;
 
 /// What the steps need to know of a loop's connection.
@@ -36,6 +37,9 @@ pub trait Connection {
     fn fd(&self) -> RawFd;
     /// On HTTPS, whether the handshake is under way; `None` on plain HTTP.
     fn tls_handshaking(&self) -> Option<bool>;
+    /// Its loop watches for its input (a receive is armed, or the
+    /// socket is watched), so a header or keep-alive timeout may expire.
+    fn receiving(&self) -> bool;
     /// On HTTPS: its TLS session, where the records it makes go (behind
     /// those waiting), and its life.
     fn tls_parts(&mut self) -> Option<(&mut Tls, &mut Vec<u8>, &mut Life)>;
@@ -92,6 +96,22 @@ pub trait Transport {
     fn close_conn(&mut self, who: Ticket, linger: bool);
     /// Drops a slot now (a stream the peer reset), if it is still live.
     fn abort_slot(&mut self, who: Ticket);
+    /// The response's last byte is out: its buffers go back and its
+    /// state is dropped; `Some` with the response and where its body came
+    /// from (the access log's outcome), or `None` when a multipart body
+    /// went on with its next part instead.
+    fn end_tx(&mut self, who: Ticket) -> Option<(Response, &'static str)>;
+    /// A response was finished: the connection goes on (its next
+    /// request, or its end).
+    fn after_response(&mut self, who: Ticket);
+    /// A configuration reload took effect (`Serving::take_reload`).
+    fn reloaded(&mut self);
+    /// A response that waited for the tick (`--limit-rate`) goes on, if
+    /// it still waits.
+    fn resume(&mut self, who: Ticket);
+    /// The connection's deadline passed in `phase`: it goes (or stops
+    /// lingering).
+    fn expire(&mut self, who: Ticket, phase: Phase, why: Timeout);
     /// Starts writing the TLS records that wait (what rustls said while
     /// receiving): `Failed` in place of `got` when the socket failed.
     fn tls_records_out(&mut self, who: Ticket, got: Received) -> Received;
@@ -251,6 +271,52 @@ pub trait Steps: Transport {
             c.life_mut().session.feed(&plain);
         }
         got
+    }
+
+    /// A response's last byte is on the socket: the next part of a
+    /// multipart body, or END_STREAM on a stream, the counters and the
+    /// access-log line, and the connection goes on.
+    fn finish(&mut self, who: Ticket) {
+        let Some((resp, outcome)) = self.end_tx(who) else {
+            return;
+        };
+        self.h2_stream_done(who);
+        let now = self.now();
+        let (serve, conns) = self.parts();
+        let c = conns.get(who).expect("live connection");
+        let fd = c.fd();
+        serve.finished(c.life_mut(), fd, &resp, outcome, now);
+        self.after_response(who);
+    }
+
+    /// The connection timers' tick: a reload taken between requests,
+    /// throttled responses resumed, and the connections whose deadline
+    /// passed expired ([`Serving::sweep`]).
+    fn tick_steps(&mut self) {
+        let now = self.now();
+        if self.parts().0.take_reload() {
+            self.reloaded();
+        }
+        // --limit-rate: the responses that used their allowance go on.
+        let throttled = std::mem::take(&mut self.parts().0.throttled);
+        for who in throttled {
+            let (_, conns) = self.parts();
+            if conns
+                .get(who)
+                .is_some_and(|c| c.life().phase == Phase::Sending)
+            {
+                self.resume(who);
+            }
+        }
+        let (serve, conns) = self.parts();
+        let expired = serve.sweep(conns, now, |c| (c.life(), c.receiving()));
+        for (who, phase, why) in expired {
+            if self.parts().1.get(who).is_none() {
+                // A stream slot its connection's close took with it.
+                continue;
+            }
+            self.expire(who, phase, why);
+        }
     }
 
     /// Listings and password checks the helpers finished: each to the

@@ -317,25 +317,8 @@ impl<M: Mover> Worker<M> {
     // ----- timers and shutdown ------------------------------------------
 
     pub(super) fn on_tick(&mut self) {
-        let now = self.now;
-        if self.serve.take_reload() {
-            self.mover.set_roots(self.serve.ctx.root.clone());
-        }
-        // --limit-rate: the responses that used their allowance go on.
-        for who in std::mem::take(&mut self.serve.throttled) {
-            let resume = self.live_conn(who).is_some_and(|c| {
-                c.life.phase == Phase::Sending
-                    && c.tx.as_mut().is_some_and(|t| t.wake(super::Wait::Tick))
-            });
-            if resume {
-                self.pump(who);
-            }
-        }
-        self.accept_backoff.expire(now);
-        for (who, _, _) in self.serve.sweep(&self.conns, now, |c| (&c.life, true)) {
-            // (A stream slot may have gone with its connection.)
-            self.close(who);
-        }
+        self.tick_steps();
+        self.accept_backoff.expire(self.now);
     }
 
     pub(super) fn on_wake(&mut self) {

@@ -127,7 +127,7 @@ impl<M: Mover> Worker<M> {
     fn pumped(&mut self, who: Ticket, p: Progress) {
         let c = self.conns.get(who).expect("live connection");
         match p {
-            Progress::Done => self.finish_tx(who),
+            Progress::Done => self.finish(who),
             Progress::SocketFull => c.can_write = false,
             Progress::Waiting => c.tx.as_mut().expect("tx").wait = Wait::Mover,
             Progress::Yield => self.enqueue(who),
@@ -161,26 +161,6 @@ impl<M: Mover> Worker<M> {
             .session
             .body_failed(&self.serve.ctx.session_cfg, errno);
         self.start_tx(who, resp, None);
-    }
-
-    fn finish_tx(&mut self, who: Ticket) {
-        let c = self.conns.get(who).expect("live connection");
-        self.mover.release(&mut c.st);
-        let mut tx = c.tx.take().expect("tx");
-        if let Some(next) = tx.resp.take_next_part() {
-            // A multipart body goes on with its next part, from the same
-            // file.
-            let file = tx.file.take();
-            self.start_tx(who, next, file);
-            return;
-        }
-        let fd = c.fd.as_raw_fd();
-        self.serve
-            .finished(&mut c.life, fd, &tx.resp, tx.outcome, self.now);
-        // An HTTP/2 stream: END_STREAM after its last bytes.
-        self.h2_stream_done(who);
-        // The next request is served on the connection's next turn.
-        self.enqueue(who);
     }
 
     pub(super) fn on_completions(&mut self) {
@@ -254,6 +234,11 @@ impl<S> Connection for super::Conn<S> {
 
     fn tls_handshaking(&self) -> Option<bool> {
         self.tls.as_ref().map(|t| t.tls.handshaking())
+    }
+
+    /// The loop watches every socket for input.
+    fn receiving(&self) -> bool {
+        true
     }
 
     fn tls_parts(
@@ -335,6 +320,40 @@ impl<M: Mover> Transport for Worker<M> {
     }
 
     fn abort_slot(&mut self, who: Ticket) {
+        self.close(who);
+    }
+
+    fn end_tx(&mut self, who: Ticket) -> Option<(Response, &'static str)> {
+        let c = self.conns.get(who).expect("live connection");
+        self.mover.release(&mut c.st);
+        let mut tx = c.tx.take().expect("tx");
+        if let Some(next) = tx.resp.take_next_part() {
+            // A multipart body goes on with its next part, from the same
+            // file.
+            let file = tx.file.take();
+            self.start_tx(who, next, file);
+            return None;
+        }
+        Some((tx.resp, tx.outcome))
+    }
+
+    /// The next request is served on the connection's next turn.
+    fn after_response(&mut self, who: Ticket) {
+        self.enqueue(who);
+    }
+
+    fn reloaded(&mut self) {
+        self.mover.set_roots(self.serve.ctx.root.clone());
+    }
+
+    fn resume(&mut self, who: Ticket) {
+        let c = self.conn(who);
+        if c.tx.as_mut().is_some_and(|t| t.wake(Wait::Tick)) {
+            self.pump(who);
+        }
+    }
+
+    fn expire(&mut self, who: Ticket, _phase: Phase, _why: crate::metrics::Timeout) {
         self.close(who);
     }
 

@@ -331,17 +331,7 @@ impl Worker {
 
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
-        self.serve.take_reload();
-        // --limit-rate: the responses that used their allowance go on.
-        for who in std::mem::take(&mut self.serve.throttled) {
-            let resume = self.conns.get(who).is_some_and(|c| {
-                c.life.phase == Phase::Sending
-                    && c.tx.as_mut().is_some_and(|t| t.resume_after_tick())
-            });
-            if resume {
-                self.pump(who.slot);
-            }
-        }
+        self.tick_steps();
         if self.serve.ctx.id == 0 && self.serve.ctx.cfg.first_miss == FirstMiss::Auto {
             // One file read per tick, for every worker (memory.rs).
             self.serve.ctx.memory.refresh();
@@ -356,24 +346,6 @@ impl Worker {
         if self.accept.backoff.expire(now) {
             for i in 0..self.accept.listeners.len() {
                 self.arm_accept(i);
-            }
-        }
-        // An HTTP/2 connection keeps its deadline itself (`h2_touch`),
-        // also while its input waits and no receive is armed.
-        let expired = self.serve.sweep(&self.conns, now, |c| {
-            (&c.life, c.recv_armed || c.proto.is_h2())
-        });
-        for (who, phase, why) in expired {
-            if self.conns.get(who).is_none() {
-                // A stream slot its connection's close took with it.
-                continue;
-            }
-            if phase == Phase::Lingering && why != Timeout::Drain {
-                self.conn(who.slot).life.phase = Phase::Closing;
-                self.cancel_recv(who.slot);
-                self.maybe_release(who.slot);
-            } else {
-                self.abort(who.slot);
             }
         }
         if !(self.serve.draining && self.conns.live() == 0) {
@@ -407,6 +379,12 @@ impl Connection for Conn {
 
     fn tls_handshaking(&self) -> Option<bool> {
         self.tls.as_ref().map(|t| t.tls.handshaking())
+    }
+
+    /// An HTTP/2 connection keeps its deadline itself (`h2_touch`), also
+    /// while its input waits and no receive is armed.
+    fn receiving(&self) -> bool {
+        self.recv_armed || self.proto.is_h2()
     }
 
     fn tls_parts(
@@ -516,6 +494,47 @@ impl Transport for Worker {
 
     fn abort_slot(&mut self, who: Ticket) {
         if self.conns.get(who).is_some() {
+            self.abort(who.slot);
+        }
+    }
+
+    fn end_tx(&mut self, who: Ticket) -> Option<(spindle_core::Response, &'static str)> {
+        let slot = who.slot;
+        self.release_tx(slot);
+        let c = self.conns.live_at(slot);
+        let mut tx = c.tx.take().expect("tx");
+        if let Some(next) = tx.resp.take_next_part() {
+            // A multipart body goes on with its next part, from the same
+            // file (the connection keeps it).
+            self.start_tx(slot, next);
+            return None;
+        }
+        c.file = None;
+        // The body's last bytes are queued: send what Nagle holds.
+        net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
+        let outcome = tx.outcome();
+        Some((tx.resp, outcome))
+    }
+
+    fn after_response(&mut self, who: Ticket) {
+        self.drive(who);
+    }
+
+    fn reloaded(&mut self) {}
+
+    fn resume(&mut self, who: Ticket) {
+        let c = self.conn(who.slot);
+        if c.tx.as_mut().is_some_and(|t| t.resume_after_tick()) {
+            self.pump(who.slot);
+        }
+    }
+
+    fn expire(&mut self, who: Ticket, phase: Phase, why: Timeout) {
+        if phase == Phase::Lingering && why != Timeout::Drain {
+            self.conn(who.slot).life.phase = Phase::Closing;
+            self.cancel_recv(who.slot);
+            self.maybe_release(who.slot);
+        } else {
             self.abort(who.slot);
         }
     }

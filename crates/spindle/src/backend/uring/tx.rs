@@ -181,7 +181,7 @@ impl Worker {
                     return;
                 }
             }
-            return self.finish_tx(slot);
+            return self.finish(self.who(slot));
         }
         // 4. From the page cache by sendfile, where that cannot wait.
         if self.send_cached(slot) {
@@ -620,7 +620,7 @@ impl Worker {
             c.life.deadline = progress;
         }
         if tx.file_left == 0 {
-            self.finish_tx(slot);
+            self.finish(self.who(slot));
             return None;
         }
         if r < ready {
@@ -714,29 +714,5 @@ impl Worker {
             }
         }
         self.pump(slot);
-    }
-
-    pub(super) fn finish_tx(&mut self, slot: u32) {
-        self.release_tx(slot);
-        let c = self.conns.live_at(slot);
-        let mut tx = c.tx.take().expect("tx");
-        if let Some(next) = tx.resp.take_next_part() {
-            // A multipart body goes on with its next part, from the same
-            // file (the connection keeps it).
-            self.start_tx(slot, next);
-            return;
-        }
-        c.file = None;
-        if c.proto.is_stream() {
-            // END_STREAM after the stream's last bytes.
-            self.h2_stream_done(self.who(slot));
-        }
-        let c = self.conns.live_at(slot);
-        // The body's last bytes are queued: send what Nagle holds.
-        net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
-        let outcome = tx.outcome();
-        self.serve
-            .finished(&mut c.life, c.fd, &tx.resp, outcome, self.now);
-        self.drive(self.who(slot));
     }
 }
