@@ -64,7 +64,7 @@ use std::time::{Duration, Instant};
 use linux_aio::{Context, IoEvent, Iocb};
 use spindle_core::OpenRequest;
 
-use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Tx};
+use super::epoll::{self, Completion, Mover, Opened, Progress, ReadState, Sock, Tx};
 use super::WorkerContext;
 use crate::conn::Ticket;
 use crate::fs::{self, Roots};
@@ -213,22 +213,37 @@ pub struct Chunk {
 pub struct State {
     /// The slot held (between a read's submission and the end of sending).
     slot: Option<u32>,
-    reading: bool,
-    failed: bool,
-    /// A read failed with this errno (0: none).
-    read_errno: i32,
+    read: ReadState,
     /// Unsent bytes of the slot: their offset in the shm file, and count.
     data_off: u64,
     data_left: u64,
-    /// Some of the slot's pages were handed to the socket.
-    dirty: bool,
+    /// Whether the slot's pages were handed to the socket.
+    pages: Pages,
     /// Of the read in flight: real bytes start `skew` into the slot, and
     /// `want` of them belong to the response.
     skew: u64,
     want: u64,
-    /// The `O_DIRECT` reopen of the file, once tried.
-    direct: Option<OwnedFd>,
-    direct_tried: bool,
+    /// The `O_DIRECT` reopen of the file.
+    direct: Reopen,
+}
+
+/// Whether a slot's pages were handed to the socket (`sendfile` from the
+/// shm file): such a slot is cleaned before reuse (`free_slot`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Pages {
+    #[default]
+    Clean,
+    Handed,
+}
+
+/// The `O_DIRECT` reopen of a response's file.
+#[derive(Debug, Default)]
+enum Reopen {
+    #[default]
+    Untried,
+    Direct(OwnedFd),
+    /// The file system refuses `O_DIRECT`: reads go through the original.
+    Refused,
 }
 
 pub struct LinuxAio {
@@ -282,7 +297,7 @@ impl LinuxAio {
             Err(libc::EAGAIN) => return Err(Progress::SocketFull),
             Err(_) => return Err(Progress::Fail),
         };
-        st.dirty = true;
+        st.pages = Pages::Handed;
         st.data_off += n;
         st.data_left -= n;
         tx.body_sent += n;
@@ -294,9 +309,9 @@ impl LinuxAio {
                 self.punch(slot);
             } else {
                 st.slot = None;
-                self.free_slot(slot, st.dirty);
+                self.free_slot(slot, st.pages == Pages::Handed);
             }
-            st.dirty = false;
+            st.pages = Pages::Clean;
         }
         Ok(n)
     }
@@ -338,12 +353,13 @@ impl LinuxAio {
         self.inflight += 1;
         // A clock read per disk read (vDSO, no system call).
         self.started[slot as usize] = Instant::now();
-        self.metrics.disk_read(if st.direct.is_some() {
-            ReadMode::Direct
-        } else {
-            ReadMode::PageCache
-        });
-        st.reading = true;
+        self.metrics
+            .disk_read(if matches!(st.direct, Reopen::Direct(_)) {
+                ReadMode::Direct
+            } else {
+                ReadMode::PageCache
+            });
+        st.read = ReadState::InFlight;
         st.skew = skew;
         st.want = want;
         Progress::Waiting
@@ -353,11 +369,16 @@ impl LinuxAio {
     /// or the buffered original where the file system refuses `O_DIRECT`.
     fn read_fd(tx: &Tx, st: &mut State) -> RawFd {
         let file = tx.file.as_ref().expect("file for body").as_raw_fd();
-        if !st.direct_tried {
-            st.direct_tried = true;
-            st.direct = reopen_direct(file);
+        if let Reopen::Untried = st.direct {
+            st.direct = match reopen_direct(file) {
+                Some(d) => Reopen::Direct(d),
+                None => Reopen::Refused,
+            };
         }
-        st.direct.as_ref().map_or(file, |d| d.as_raw_fd())
+        match &st.direct {
+            Reopen::Direct(d) => d.as_raw_fd(),
+            _ => file,
+        }
     }
 }
 
@@ -461,11 +482,8 @@ impl Mover for LinuxAio {
     fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0u64;
         loop {
-            if st.read_errno != 0 {
-                return Progress::ReadFailed(st.read_errno);
-            }
-            if st.failed {
-                return Progress::Fail;
+            if let Some(p) = st.read.stop() {
+                return p;
             }
             // 1. Bytes in the slot: head (corked), then sendfile from shm.
             if st.data_left > 0 {
@@ -476,7 +494,9 @@ impl Mover for LinuxAio {
                 continue;
             }
             // 2. The head alone, a read to wait for, or the turn's end.
-            if let Some(p) = epoll::between_chunks(sock, tx, st.reading, turn >= self.slot_size) {
+            if let Some(p) =
+                epoll::between_chunks(sock, tx, st.read.in_flight(), turn >= self.slot_size)
+            {
                 return p;
             }
             // 3. The next chunk: straight from the page cache if it is all
@@ -532,16 +552,15 @@ impl Mover for LinuxAio {
 
     fn chunk_done(&mut self, tx: &mut Tx, st: &mut State, chunk: Chunk) {
         debug_assert_eq!(st.slot, Some(chunk.slot));
-        st.reading = false;
+        st.read = ReadState::Idle;
         if chunk.res < 0 {
-            // Logged where it is answered (epoll::respond).
-            st.read_errno = -chunk.res as i32;
+            st.read = ReadState::Failed(-chunk.res as i32);
             return;
         }
         let got = chunk.res as u64;
         if got <= st.skew {
             crate::conn::policy::truncated();
-            st.failed = true;
+            st.read = ReadState::Truncated;
             return;
         }
         let avail = (got - st.skew).min(st.want);
@@ -558,8 +577,8 @@ impl Mover for LinuxAio {
 
     fn release(&mut self, st: &mut State) {
         if let Some(slot) = st.slot.take() {
-            if !st.reading {
-                self.free_slot(slot, st.dirty);
+            if !st.read.in_flight() {
+                self.free_slot(slot, st.pages == Pages::Handed);
             }
             // A read in flight: the slot is freed when it is reaped.
         }

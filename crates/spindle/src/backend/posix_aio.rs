@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use spindle_core::{OpenError, OpenRequest};
 
-use super::epoll::{self, Completion, Mover, Opened, Progress, Sock, Tx};
+use super::epoll::{self, Completion, Mover, Opened, Progress, ReadState, Sock, Tx};
 use super::WorkerContext;
 use crate::conn::{OpenResult, Ticket};
 use crate::fs::{self, Root, Roots};
@@ -284,16 +284,22 @@ pub struct State {
     buf: Option<Box<[u8]>>,
     len: usize,
     sent: usize,
-    reading: bool,
+    read: ReadState,
+    route: Route,
+}
+
+/// Where a response's chunks come from.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// From the page cache by `sendfile` where `cachestat` finds them.
+    #[default]
+    Cache,
     /// A chunk of this response was read by an I/O thread: later chunks
     /// are too. That `pread` started the kernel's readahead, which puts
     /// the next pages in the cache before their data has arrived;
     /// `cachestat` counts them, and a `sendfile` over them would make the
     /// event loop wait for the disk.
-    missed: bool,
-    failed: bool,
-    /// A read failed with this errno (0: none).
-    read_errno: i32,
+    Missed,
 }
 
 impl PosixAio {
@@ -373,11 +379,8 @@ impl Mover for PosixAio {
     fn pump(&mut self, who: Ticket, sock: &mut Sock, tx: &mut Tx, st: &mut State) -> Progress {
         let mut turn = 0usize;
         loop {
-            if st.read_errno != 0 {
-                return Progress::ReadFailed(st.read_errno);
-            }
-            if st.failed {
-                return Progress::Fail;
+            if let Some(p) = st.read.stop() {
+                return p;
             }
             // 1. Bytes of a chunk buffer, after the rest of the head (the
             //    body's last ones once the file is checked).
@@ -415,7 +418,9 @@ impl Mover for PosixAio {
                 continue;
             }
             // 2. The head alone, a read to wait for, or the turn's end.
-            if let Some(p) = epoll::between_chunks(sock, tx, st.reading, turn >= self.chunk) {
+            if let Some(p) =
+                epoll::between_chunks(sock, tx, st.read.in_flight(), turn >= self.chunk)
+            {
                 return p;
             }
             // 3. The next chunk: from the page cache by sendfile if it is
@@ -425,7 +430,7 @@ impl Mover for PosixAio {
             let file = tx.file.as_ref().expect("file for body");
             if self.sendfile
                 && sock.zero_copy()
-                && !st.missed
+                && st.route == Route::Cache
                 && fs::range_cached(file.as_raw_fd(), tx.off, n) == Some(true)
             {
                 let fd = file.as_raw_fd();
@@ -453,8 +458,8 @@ impl Mover for PosixAio {
             };
             self.reads_inflight += 1;
             self.metrics.disk_read(ReadMode::PageCache);
-            st.reading = true;
-            st.missed = true;
+            st.read = ReadState::InFlight;
+            st.route = Route::Missed;
             self.pool.submit(Job {
                 who,
                 kind: JobKind::Read {
@@ -490,11 +495,11 @@ impl Mover for PosixAio {
     }
 
     fn chunk_done(&mut self, tx: &mut Tx, st: &mut State, chunk: Chunk) {
-        st.reading = false;
+        st.read = ReadState::Idle;
         match chunk.res {
             Ok(0) => {
                 crate::conn::policy::truncated();
-                st.failed = true;
+                st.read = ReadState::Truncated;
                 self.bufs_free.push(chunk.buf);
             }
             Ok(n) => {
@@ -506,8 +511,7 @@ impl Mover for PosixAio {
                 tx.left -= n as u64;
             }
             Err(e) => {
-                // Logged where it is answered (epoll::respond).
-                st.read_errno = e;
+                st.read = ReadState::Failed(e);
                 self.bufs_free.push(chunk.buf);
             }
         }
@@ -523,8 +527,10 @@ impl Mover for PosixAio {
         }
         st.len = 0;
         st.sent = 0;
-        st.missed = false;
-        st.read_errno = 0;
+        st.route = Route::Cache;
+        if !st.read.in_flight() {
+            st.read = ReadState::Idle;
+        }
     }
 
     fn next_waiter(&mut self) -> Option<Ticket> {

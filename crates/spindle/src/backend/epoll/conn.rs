@@ -213,7 +213,7 @@ impl<M: Mover> Worker<M> {
 
     /// Reads pipelined input while a response is being produced, as far as
     /// the session takes it. Returns false if the connection was dropped.
-    pub(super) fn read_ahead(&mut self, who: Ticket) -> bool {
+    pub(super) fn take_pipelined(&mut self, who: Ticket) -> bool {
         let cfg = self.serve.ctx.session_cfg.clone();
         let mut budget = READ_TURN_BYTES;
         loop {

@@ -196,10 +196,10 @@ impl<M: Mover> Worker<M> {
         match self.conn(who).life.phase {
             Phase::Reading => self.drive(who),
             Phase::Opening => {
-                self.read_ahead(who);
+                self.take_pipelined(who);
             }
             Phase::Sending => {
-                if self.read_ahead(who) {
+                if self.take_pipelined(who) {
                     self.pump(who);
                 }
             }

@@ -50,7 +50,7 @@ mod respond;
 mod tls;
 
 pub use datapath::{between_chunks, last_bytes_ok, open_sync, send_head, sendfile_range};
-pub use mover::{Completion, Mover, Opened, Progress, Tx, Wait};
+pub use mover::{Completion, Mover, Opened, Progress, ReadState, Tx, Wait};
 pub use tls::{EpollTls, Sock};
 
 /// Events taken from the kernel per `epoll_wait`.

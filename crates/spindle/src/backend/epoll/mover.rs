@@ -42,6 +42,35 @@ pub struct Tx {
     pub outcome: &'static str,
 }
 
+/// Where a mover's read of a response's next chunk stands.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum ReadState {
+    #[default]
+    Idle,
+    /// In flight: its completion goes on.
+    InFlight,
+    /// The file ended before the length the head promised.
+    Truncated,
+    /// The read failed with this errno (logged where it is answered,
+    /// `epoll::respond`).
+    Failed(i32),
+}
+
+impl ReadState {
+    /// What the response must stop with after the last read, if anything.
+    pub fn stop(self) -> Option<Progress> {
+        match self {
+            ReadState::Failed(e) => Some(Progress::ReadFailed(e)),
+            ReadState::Truncated => Some(Progress::Fail),
+            ReadState::Idle | ReadState::InFlight => None,
+        }
+    }
+
+    pub fn in_flight(self) -> bool {
+        self == ReadState::InFlight
+    }
+}
+
 /// What a response in transmission waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {

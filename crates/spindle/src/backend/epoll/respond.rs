@@ -290,7 +290,7 @@ impl<M: Mover> Transport for Worker<M> {
                 let c = self.conn(who);
                 c.life.phase = Phase::Opening;
                 c.open = Some(req);
-                self.read_ahead(who);
+                self.take_pipelined(who);
                 None
             }
         }
