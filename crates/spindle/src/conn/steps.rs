@@ -88,22 +88,20 @@ pub trait Transport {
     fn await_helpers(&mut self, who: Ticket);
     /// An HTTP/2 connection's turn: its input, then its frames.
     fn h2_turn(&mut self, who: Ticket);
-    /// A stream slot's exchange is over (its response went, or its
-    /// session closed).
-    fn stream_over(&mut self, who: Ticket);
     /// The session closes the connection; `linger`: shut the write side
     /// and read what the peer still sends for a while first.
     fn close_conn(&mut self, who: Ticket, linger: bool);
-    /// Drops a slot now (a stream the peer reset), if it is still live.
+    /// Drops a slot now, if it is still live: a stream the peer reset,
+    /// or one whose exchange is over (RST_STREAM unless it ended).
     fn abort_slot(&mut self, who: Ticket);
     /// The response's last byte is out: its buffers go back and its
     /// state is dropped; `Some` with the response and where its body came
     /// from (the access log's outcome), or `None` when a multipart body
     /// went on with its next part instead.
     fn end_tx(&mut self, who: Ticket) -> Option<(Response, &'static str)>;
-    /// A response was finished: the connection goes on (its next
-    /// request, or its end).
-    fn after_response(&mut self, who: Ticket);
+    /// The slot goes on with its next step (a connection after a
+    /// response, a new stream slot): at once, or on its next turn.
+    fn proceed(&mut self, who: Ticket);
     /// A configuration reload took effect (`Serving::take_reload`).
     fn reloaded(&mut self);
     /// A response that waited for the tick (`--limit-rate`) goes on, if
@@ -127,8 +125,6 @@ pub trait Transport {
     /// A slot for stream `id` of connection `parent`, serving `life`;
     /// `None` when none can be had (the stream is refused).
     fn add_stream(&mut self, parent: Ticket, id: u32, life: Life) -> Option<Ticket>;
-    /// A new stream slot, attached to its link, takes its first step.
-    fn stream_begins(&mut self, who: Ticket);
 }
 
 /// A reply with nothing read from a file (a listing, an error page,
@@ -160,7 +156,7 @@ pub trait Steps: Transport {
             if stream && matches!(next, Next::Receive | Next::Close { .. }) {
                 // A stream's session had its whole request; after its
                 // response it is over.
-                return self.stream_over(who);
+                return self.abort_slot(who);
             }
             match next {
                 Next::Receive => {
@@ -286,7 +282,7 @@ pub trait Steps: Transport {
         let c = conns.get(who).expect("live connection");
         let fd = c.fd();
         serve.finished(c.life_mut(), fd, &resp, outcome, now);
-        self.after_response(who);
+        self.proceed(who);
     }
 
     /// The connection timers' tick: a reload taken between requests,

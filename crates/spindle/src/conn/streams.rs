@@ -93,7 +93,7 @@ pub trait StreamSteps: Transport {
         match added {
             Some(s) => {
                 h.link.attach(stream_id, s, head_only);
-                self.stream_begins(s);
+                self.proceed(s);
             }
             None => h.link.refuse(stream_id),
         }

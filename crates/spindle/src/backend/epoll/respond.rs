@@ -307,10 +307,6 @@ impl<M: Mover> Transport for Worker<M> {
         self.h2_service(who);
     }
 
-    fn stream_over(&mut self, who: Ticket) {
-        self.close(who);
-    }
-
     fn close_conn(&mut self, who: Ticket, linger: bool) {
         if linger {
             self.begin_close(who, true);
@@ -335,11 +331,6 @@ impl<M: Mover> Transport for Worker<M> {
             return None;
         }
         Some((tx.resp, tx.outcome))
-    }
-
-    /// The next request is served on the connection's next turn.
-    fn after_response(&mut self, who: Ticket) {
-        self.enqueue(who);
     }
 
     fn reloaded(&mut self) {
@@ -391,12 +382,12 @@ impl<M: Mover> Transport for Worker<M> {
         Some(who)
     }
 
-    /// Its first step waits for the ready queue, not run from inside the
-    /// connection's own turn: a response found at once (a small cached
-    /// file) would take the connection's link out of its slot while that
-    /// turn still works on it, and about 1 stream in 140 under h2load
-    /// -c 10 -m 32 was reset.
-    fn stream_begins(&mut self, who: Ticket) {
+    /// On the slot's next turn. A new stream slot's first step is not
+    /// run from inside its connection's own turn: a response found at
+    /// once (a small cached file) would take the connection's link out of
+    /// its slot while that turn still works on it, and about 1 stream in
+    /// 140 under h2load -c 10 -m 32 was reset.
+    fn proceed(&mut self, who: Ticket) {
         self.enqueue(who);
     }
 }

@@ -477,10 +477,6 @@ impl Transport for Worker {
         self.h2_after_recv(who.slot);
     }
 
-    fn stream_over(&mut self, who: Ticket) {
-        self.h2_stream_close(who.slot);
-    }
-
     fn close_conn(&mut self, who: Ticket, mut linger: bool) {
         let c = self.conn(who.slot);
         if !linger && !c.recv_armed && !c.life.peer_eof && net::has_unread_input(c.fd) {
@@ -514,10 +510,6 @@ impl Transport for Worker {
         net::end_bulk(c.fd, std::mem::replace(&mut c.bulk, net::Bulk::Off));
         let outcome = tx.outcome();
         Some((tx.resp, outcome))
-    }
-
-    fn after_response(&mut self, who: Ticket) {
-        self.drive(who);
     }
 
     fn reloaded(&mut self) {}
@@ -574,7 +566,7 @@ impl Transport for Worker {
         Some(who)
     }
 
-    fn stream_begins(&mut self, who: Ticket) {
+    fn proceed(&mut self, who: Ticket) {
         self.drive(who);
     }
 }
