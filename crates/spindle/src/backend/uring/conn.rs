@@ -8,7 +8,7 @@ use spindle_core::{OpenError, OpenRequest};
 use std::time::Instant;
 
 use super::ring::{ud, Op};
-use super::{Conn, PendingOpen, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
+use super::{Conn, PendingOpen, Recv, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
 use crate::config::FirstMiss;
 use crate::conn::policy::LINGER_MAX_BYTES;
 use crate::conn::StreamSteps;
@@ -48,11 +48,10 @@ impl Worker {
             // what arrives anyway is found at the close (see drive).
             _ => c.life.session.wants_input(&cfg) && !c.life.session.closes_after_response(),
         };
-        if c.recv_armed || c.life.peer_eof || !want {
+        if c.recv != Recv::Off || c.life.peer_eof || !want {
             return;
         }
-        c.recv_armed = true;
-        c.recv_cancelling = false;
+        c.recv = Recv::Armed;
         let fd = c.fd;
         let sqe = if c.life.session.served() == 0
             && c.life.phase != Phase::Lingering
@@ -80,10 +79,10 @@ impl Worker {
     /// Stops the multishot receive (flow control or closing).
     pub(super) fn cancel_recv(&mut self, slot: u32) {
         let c = self.conn(slot);
-        if !c.recv_armed || c.recv_cancelling {
+        if c.recv != Recv::Armed {
             return;
         }
-        c.recv_cancelling = true;
+        c.recv = Recv::Cancelling;
         let gen = self.conns.ticket(slot).expect("live slot").gen;
         self.push(
             opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
@@ -95,8 +94,7 @@ impl Worker {
         let cfg = self.serve.ctx.session_cfg.clone();
         let c = self.conn(slot);
         if !cqueue::more(flags) {
-            c.recv_armed = false;
-            c.recv_cancelling = false;
+            c.recv = Recv::Off;
         }
         if res > 0 {
             let bid = cqueue::buffer_select(flags).expect("recv completed without a buffer");
@@ -280,7 +278,7 @@ impl Worker {
     /// Closes the socket and frees the slot once nothing names it.
     pub(super) fn maybe_release(&mut self, slot: u32) {
         let c = self.conn(slot);
-        if c.life.phase == Phase::Lingering && c.inflight == 0 && !c.recv_armed {
+        if c.life.phase == Phase::Lingering && c.inflight == 0 && c.recv == Recv::Off {
             c.life.phase = Phase::Closing;
         }
         if c.life.phase != Phase::Closing || c.inflight > 0 {
@@ -384,7 +382,7 @@ impl Connection for Conn {
     /// An HTTP/2 connection keeps its deadline itself (`h2_touch`), also
     /// while its input waits and no receive is armed.
     fn receiving(&self) -> bool {
-        self.recv_armed || self.proto.is_h2()
+        self.recv != Recv::Off || self.proto.is_h2()
     }
 
     fn tls_parts(
@@ -479,7 +477,7 @@ impl Transport for Worker {
 
     fn close_conn(&mut self, who: Ticket, mut linger: bool) {
         let c = self.conn(who.slot);
-        if !linger && !c.recv_armed && !c.life.peer_eof && net::has_unread_input(c.fd) {
+        if !linger && c.recv == Recv::Off && !c.life.peer_eof && net::has_unread_input(c.fd) {
             // Bytes arrived after the last request while nothing was
             // receiving: closing over them would send a reset, which can
             // destroy the response before it is read.

@@ -258,7 +258,8 @@ impl Worker {
             io.out.wire.q.shrink();
         }
         let done = io.closing && !io.out.wire.q.sending() && !tls_busy && !io.link.has_output();
-        let starved = !c.recv_armed && !io.link.input_full() && c.life.phase == Phase::Reading;
+        let starved =
+            c.recv == super::Recv::Off && !io.link.input_full() && c.life.phase == Phase::Reading;
         if done {
             self.begin_close(slot, true);
         } else if starved {

@@ -307,10 +307,8 @@ struct Conn {
     proto: h2::Proto,
     /// Ring operations in flight that name this slot.
     inflight: u32,
-    /// A multishot `RECV` is armed (until its final completion).
-    recv_armed: bool,
-    /// ... and a cancel for it is on its way.
-    recv_cancelling: bool,
+    /// Its `RECV` (until the operation's final completion).
+    recv: Recv,
     open: Option<Box<PendingOpen>>,
     file: Option<Rc<OwnedFd>>,
     /// `file` was opened for this request and kept out of the open-file
@@ -348,8 +346,7 @@ impl Conn {
             life,
             proto,
             inflight: 0,
-            recv_armed: false,
-            recv_cancelling: false,
+            recv: Recv::Off,
             open: None,
             file: None,
             first_use: false,
@@ -367,6 +364,16 @@ impl Conn {
     fn sends_plaintext(&self) -> bool {
         self.tls.is_some() || self.proto.is_stream()
     }
+}
+
+/// A connection's receive on the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recv {
+    Off,
+    /// A `RECV` (one-shot or multishot) is armed.
+    Armed,
+    /// ... and a cancel for it is on its way.
+    Cancelling,
 }
 
 /// One device's disk reads: the depth allowed (`depth.rs`), the reads in
