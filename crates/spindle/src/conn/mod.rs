@@ -11,6 +11,10 @@
 //!                   the sockets, files and buffers, and does what conn says
 //! ```
 //!
+//! The steps between (drive, open, list, authenticate, TLS input, a
+//! response's end, the tick, HTTP/2's glue) are written once here as
+//! [`Steps`] and [`StreamSteps`], over each loop's [`Transport`].
+//!
 //! A loop keeps a connection as its own struct holding a [`Life`]
 //! beside what only that loop needs (operations in flight, TLS records,
 //! the response's buffers). It asks [`Life::next`] what to do, does it

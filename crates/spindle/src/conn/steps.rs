@@ -1,14 +1,19 @@
 //! A request's steps, written once for both event loops: what the
 //! session asks for next (receive, open, authenticate, list, respond,
 //! close) and where each answer leads (the open-file cache or an open,
-//! a listing, a password check, the reply).
+//! a listing, a password check, the reply); an HTTPS connection's input;
+//! a response's end (the next multipart part, the log line); the
+//! timers' tick. HTTP/2's glue is in `conn::streams`.
 //!
-//! A loop implements [`Transport`]: the few things only it can do for a
-//! connection (receive, start an open, transmit a reply, wait for the
-//! helpers, close), each a primitive that knows nothing of HTTP. It gets
-//! [`Steps`] for nothing, and calls [`Steps::drive`] whenever a
-//! connection may go on: after it was accepted, after bytes arrived,
-//! after a response was finished.
+//! A loop implements [`Transport`]: what only it can do for a connection
+//! (receive, start an open, transmit a reply, wait for the helpers,
+//! close, end a response's buffers, write out records or frames), each a
+//! primitive that knows nothing of HTTP, and [`Connection`], what the
+//! steps read of its connection. It gets [`Steps`] for nothing, and calls
+//! [`Steps::drive`] whenever a connection may go on: after it was
+//! accepted, after bytes arrived, after a response was finished. What
+//! stays the loop's own is the body's path (`start_tx` and `pump` in
+//! each loop).
 
 use std::os::fd::RawFd;
 use std::time::Instant;
