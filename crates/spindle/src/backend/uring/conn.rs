@@ -514,7 +514,7 @@ impl Transport for Worker {
 
     fn resume(&mut self, who: Ticket) {
         let c = self.conn(who.slot);
-        if c.tx.as_mut().is_some_and(|t| t.resume_after_tick()) {
+        if c.tx.as_mut().is_some_and(|t| t.wake(super::Wait::Tick)) {
             self.pump(who.slot);
         }
     }

@@ -163,9 +163,10 @@ impl Tx {
             && !self.resp.continued
     }
 
-    /// It waited for the tick (`--limit-rate`), and now goes on.
-    fn resume_after_tick(&mut self) -> bool {
-        if self.wait != Wait::Tick {
+    /// Stops waiting for `what`: `true` if it was (then the caller
+    /// pumps it on), as epoll's `Tx::wake`.
+    fn wake(&mut self, what: Wait) -> bool {
+        if self.wait != what {
             return false;
         }
         self.wait = Wait::Nothing;

@@ -81,8 +81,7 @@ impl Worker {
                 continue;
             }
             let Some(tx) = c.tx.as_mut() else { continue };
-            if tx.wait == super::Wait::PoolBuffer {
-                tx.wait = super::Wait::Nothing;
+            if tx.wake(super::Wait::PoolBuffer) {
                 self.pump(s);
                 break;
             }

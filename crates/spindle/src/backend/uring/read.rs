@@ -184,8 +184,7 @@ impl Worker {
             self.maybe_release(slot);
             return;
         }
-        if tx.wait == Wait::ReadAhead {
-            tx.wait = Wait::Nothing;
+        if tx.wake(Wait::ReadAhead) {
             self.pump(slot);
         }
     }
