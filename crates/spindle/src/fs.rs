@@ -21,6 +21,15 @@ pub const OPEN_FLAGS: u64 =
 /// `open_how.resolve`: stay beneath the root, never follow /proc magic links.
 pub const RESOLVE_FLAGS: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
 
+/// The `open_how` of a file served: [`OPEN_FLAGS`] and [`RESOLVE_FLAGS`].
+pub fn open_how() -> libc::open_how {
+    // SAFETY: an all-zero open_how is valid (mode 0, no flags).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = OPEN_FLAGS;
+    how.resolve = RESOLVE_FLAGS;
+    how
+}
+
 /// The document root, held open as a directory descriptor.
 #[derive(Debug)]
 pub struct Root {
@@ -94,10 +103,7 @@ impl Root {
     /// backends; the io_uring backend issues the same `openat2` through its
     /// ring.
     pub fn open_beneath(&self, rel: &CStr) -> io::Result<OwnedFd> {
-        // SAFETY: an all-zero open_how is valid (mode 0, no flags).
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = OPEN_FLAGS;
-        how.resolve = RESOLVE_FLAGS;
+        let how = open_how();
         // SAFETY: `rel` is a NUL-terminated string and `how` a live struct of
         // the size passed; the kernel only reads them during the call.
         let fd = unsafe {

@@ -57,6 +57,7 @@ pub mod errlog;
 pub mod filecache;
 pub mod fs;
 pub mod handover;
+pub mod io;
 pub mod jobs;
 pub mod listen;
 pub mod lister;

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use io_uring::{opcode, types};
+use crate::io::Sub;
 
 use super::ring::{ud, Op};
 use super::{Conn, Worker, NO_SLOT};
@@ -44,21 +44,14 @@ impl Worker {
         }
         let fd = self.accept.listeners[i].as_raw_fd();
         self.accept.armed[i] = true;
-        self.push(
-            opcode::AcceptMulti::new(types::Fd(fd))
-                .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
-                .build(),
-            ud(Op::Accept, i as u32, 0),
-        );
+        self.push(Sub::Accept { fd }, ud(Op::Accept, i as u32, 0));
     }
 
     pub(super) fn cancel_accepts(&mut self) {
         for i in 0..self.accept.listeners.len() {
             if self.accept.armed[i] {
-                self.push(
-                    opcode::AsyncCancel::new(ud(Op::Accept, i as u32, 0)).build(),
-                    ud(Op::Cancel, NO_SLOT, 0),
-                );
+                let target = ud(Op::Accept, i as u32, 0);
+                self.push(Sub::Cancel { target }, ud(Op::Cancel, NO_SLOT, 0));
             }
         }
     }
@@ -69,10 +62,7 @@ impl Worker {
     /// PROXY source, a TLS session that could not be made), and accepts
     /// again if the multishot accept ended.
     fn refuse(&mut self, fd: RawFd, i: usize, more: bool) {
-        self.push(
-            opcode::Close::new(types::Fd(fd)).build(),
-            ud(Op::Close, NO_SLOT, 0),
-        );
+        self.push(Sub::Close { fd }, ud(Op::Close, NO_SLOT, 0));
         if !more {
             self.arm_accept(i);
         }
@@ -122,10 +112,7 @@ impl Worker {
             // Raced with a cancel: this one was already accepted. (One
             // accepted while draining is served: during a binary handover
             // its client connected to a socket that still serves.)
-            self.push(
-                opcode::Close::new(types::Fd(fd)).build(),
-                ud(Op::Close, NO_SLOT, 0),
-            );
+            self.push(Sub::Close { fd }, ud(Op::Close, NO_SLOT, 0));
             return;
         }
         let who = self.conns.insert(Conn::new(

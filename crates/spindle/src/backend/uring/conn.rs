@@ -3,17 +3,17 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use io_uring::{cqueue, opcode, squeue, types};
 use spindle_core::{OpenError, OpenRequest};
 use std::time::Instant;
 
 use super::ring::{ud, Op};
-use super::{Conn, PendingOpen, Recv, Worker, BGID, NO_SLOT, RECV_BUF_SIZE};
+use super::{Conn, PendingOpen, Recv, Worker, NO_SLOT};
 use crate::config::FirstMiss;
 use crate::conn::policy::LINGER_MAX_BYTES;
 use crate::conn::StreamSteps;
 use crate::conn::{Connection, Found, Phase, Reply, Steps, Ticket, Transport};
 use crate::fs;
+use crate::io::{Engine, Sub};
 use crate::metrics::Timeout;
 use crate::net;
 
@@ -53,27 +53,18 @@ impl Worker {
         }
         c.recv = Recv::Armed;
         let fd = c.fd;
-        let sqe = if c.life.session.served() == 0
+        let multishot = !(c.life.session.served() == 0
             && c.life.phase != Phase::Lingering
-            && h2_room.is_none()
-        {
-            // Until a response has kept the connection open, one-shot: a
-            // connection-per-fetch client then leaves no receive armed
-            // while its response is sent, so its close needs no cancel
-            // and its FIN wakes nothing (5 µs a connection in the
-            // profile; docs/decisions.md, "Hot path").
-            opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), RECV_BUF_SIZE as u32)
-                .buf_group(BGID)
-                .build()
-                .flags(squeue::Flags::BUFFER_SELECT)
-        } else {
-            // Multishot: one SQE keeps receiving until cancelled, EOF, an
-            // error, or no provided buffer is left (ENOBUFS); each
-            // completion carries one buffer, picked by the kernel only
-            // when data arrives.
-            opcode::RecvMulti::new(types::Fd(fd), BGID).build()
-        };
-        self.push_conn(slot, Op::Recv, sqe);
+            && h2_room.is_none());
+        // Until a response has kept the connection open, one-shot: a
+        // connection-per-fetch client then leaves no receive armed while
+        // its response is sent, so its close needs no cancel and its FIN
+        // wakes nothing (5 µs a connection in the profile;
+        // docs/decisions.md, "Hot path"). Then multishot: one operation
+        // keeps receiving until cancelled, EOF, an error, or no provided
+        // buffer is left (ENOBUFS); each completion carries one buffer,
+        // picked by the kernel only when data arrives.
+        self.push_conn(slot, Op::Recv, Sub::Recv { fd, multishot });
     }
 
     /// Stops the multishot receive (flow control or closing).
@@ -84,22 +75,19 @@ impl Worker {
         }
         c.recv = Recv::Cancelling;
         let gen = self.conns.ticket(slot).expect("live slot").gen;
-        self.push(
-            opcode::AsyncCancel::new(ud(Op::Recv, slot, gen)).build(),
-            ud(Op::Cancel, NO_SLOT, 0),
-        );
+        let target = ud(Op::Recv, slot, gen);
+        self.push(Sub::Cancel { target }, ud(Op::Cancel, NO_SLOT, 0));
     }
 
     pub(super) fn on_recv(&mut self, slot: u32, res: i32, flags: u32) {
         let cfg = self.serve.ctx.session_cfg.clone();
         let c = self.conn(slot);
-        if !cqueue::more(flags) {
+        if !crate::io::more(flags) {
             c.recv = Recv::Off;
         }
         if res > 0 {
-            let bid = cqueue::buffer_select(flags).expect("recv completed without a buffer");
-            let start = bid as usize * RECV_BUF_SIZE;
-            let data = &self.recv.bufs[start..start + res as usize];
+            let bid = crate::io::buffer_id(flags).expect("recv completed without a buffer");
+            let data = self.io.recv_buf(bid, res as usize);
             let c = self.conns.live_at(slot);
             let mut full = false;
             match c.life.phase {
@@ -248,7 +236,10 @@ impl Worker {
             self.push_conn(
                 slot,
                 Op::Shutdown,
-                opcode::Shutdown::new(types::Fd(fd), libc::SHUT_WR).build(),
+                Sub::Shutdown {
+                    fd,
+                    how: libc::SHUT_WR,
+                },
             );
             self.arm_recv(slot);
             return;
@@ -264,10 +255,8 @@ impl Worker {
             // (a no-op if none is in flight). A READ of the file cannot be
             // cut short and simply completes.
             for op in [Op::Send, Op::PollOut, Op::TlsSend, Op::H2Send] {
-                self.push(
-                    opcode::AsyncCancel::new(ud(op, slot, gen)).build(),
-                    ud(Op::Cancel, NO_SLOT, 0),
-                );
+                let target = ud(op, slot, gen);
+                self.push(Sub::Cancel { target }, ud(Op::Cancel, NO_SLOT, 0));
             }
         }
         // The chunk buffer, if any, goes back to the pool only when no
@@ -305,10 +294,7 @@ impl Worker {
             self.streams -= 1;
         } else {
             // A stream slot's fd is its connection's, closed by it.
-            self.push(
-                opcode::Close::new(types::Fd(c.fd)).build(),
-                ud(Op::Close, NO_SLOT, 0),
-            );
+            self.push(Sub::Close { fd: c.fd }, ud(Op::Close, NO_SLOT, 0));
         }
         drop(c.file);
         self.serve
@@ -433,19 +419,21 @@ impl Transport for Worker {
         c.life.phase = Phase::Opening;
         let pending = Box::new(PendingOpen {
             req,
-            how: types::OpenHow::new()
-                .flags(fs::OPEN_FLAGS)
-                .resolve(fs::RESOLVE_FLAGS),
+            how: fs::open_how(),
         });
         let path = pending.req.path.as_ptr();
-        let how: *const types::OpenHow = &pending.how;
+        let how: *const libc::open_how = &pending.how;
         let req_root = pending.req.root;
         c.open = Some(pending);
         let root = self.serve.ctx.root.get(req_root).fd();
         self.push_conn(
             slot,
             Op::Open,
-            opcode::OpenAt2::new(types::Fd(root), path, how).build(),
+            Sub::OpenAt2 {
+                dir: root,
+                path,
+                how,
+            },
         );
         self.arm_recv(slot);
         None

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use io_uring::squeue;
+use crate::io::Sub;
 
 use super::ring::Op;
 use super::{Device, Worker, MAX_DEVICES};
@@ -65,7 +65,7 @@ impl Worker {
 
     /// Pushes a disk read of the response's file, counted against its
     /// device's depth until its completion.
-    pub(super) fn push_disk_read(&mut self, slot: u32, op: Op, sqe: squeue::Entry) {
+    pub(super) fn push_disk_read(&mut self, slot: u32, op: Op, sub: Sub) {
         debug_assert!(matches!(op, Op::Read | Op::ReadAhead));
         let now = self.now;
         let c = self.conns.live_at(slot);
@@ -79,7 +79,7 @@ impl Worker {
             ReadMode::PageCache
         });
         self.devices[d].inflight += 1;
-        self.push_conn(slot, op, sqe);
+        self.push_conn(slot, op, sub);
     }
 
     /// A disk read ended (whatever the connection's state): the device

@@ -62,7 +62,6 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::rc::Rc;
 use std::time::Instant;
 
-use io_uring::{types, IoUring};
 use spindle_core::{OpenRequest, Response};
 
 use crate::conn::{Life, Serving, Slots, WorkerContext};
@@ -86,14 +85,13 @@ pub const MAX_DEVICES: usize = 16;
 /// one `SEND`. See docs/decisions.md for the measurements behind the value.
 pub const SENDFILE_MIN: u64 = 64 * 1024;
 
-const BGID: u16 = 0;
 const NO_SLOT: u32 = 0xFF_FFFF;
 
 /// The path and `open_how` of an `OPENAT2`; boxed so their addresses stay
 /// fixed while the kernel reads them.
 struct PendingOpen {
     req: OpenRequest,
-    how: types::OpenHow,
+    how: libc::open_how,
 }
 
 /// A response being transmitted.
@@ -388,14 +386,13 @@ struct Device {
 }
 
 struct Worker {
-    ring: IoUring,
+    /// The ring (`crate::io`): every operation goes through it.
+    io: crate::io::ring::Ring,
     /// What every loop shares about serving (`conn::Serving`).
     serve: Serving,
     conns: Slots<Conn>,
     /// Every operation in flight, for the shutdown invariant.
     ring_inflight: usize,
-    /// Receive buffers, provided to the kernel through a buffer ring.
-    recv: ring::RecvRing,
     /// Chunk buffers (`pool.rs`).
     pool: pool::Pool,
     /// Disk-read depth per device, at most [`MAX_DEVICES`] (`disk.rs`).
@@ -425,14 +422,4 @@ pub fn run(ctx: WorkerContext) -> Result<(), String> {
     let _ = w.serve.ctx.ready.send(Ok(()));
     w.event_loop()?;
     Ok(())
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // The ring is dropped after this body runs (fields drop after
-        // `drop`), so unregister first: the kernel must stop referring to
-        // the buffer ring memory before it is freed.
-        let _ = self.ring.submitter().unregister_buf_ring(BGID);
-        self.recv.free();
-    }
 }

@@ -6,7 +6,7 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
-use io_uring::{opcode, types};
+use crate::io::Sub;
 
 use super::ring::Op;
 use super::{Ahead, Direct, HeadAt, Route, Tx, Wait, Worker, HEAD_RESERVE};
@@ -162,10 +162,13 @@ impl Worker {
     ) {
         let dst =
             self.pool.bufs[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
-        let sqe = opcode::Read::new(types::Fd(file), dst, len as u32)
-            .offset(offset)
-            .build();
-        self.push_disk_read(slot, op, sqe);
+        let sub = Sub::Read {
+            fd: file,
+            buf: dst,
+            len: len as u32,
+            off: offset,
+        };
+        self.push_disk_read(slot, op, sub);
     }
 
     pub(super) fn on_read_ahead(&mut self, slot: u32, res: i32) {
@@ -463,12 +466,15 @@ impl Worker {
         let tx = c.tx.as_ref().expect("response in progress");
         let offset = tx.file_off / page * page;
         let dst = self.fixed.page_sink.as_mut_ptr();
-        let sqe = opcode::Read::new(types::Fd(file), dst, page as u32)
-            .offset(offset)
-            .build();
+        let sub = Sub::Read {
+            fd: file,
+            buf: dst,
+            len: page as u32,
+            off: offset,
+        };
         self.conn(slot).disk_at = self.now;
         self.serve.ctx.metrics.disk_read(ReadMode::PageCache);
-        self.push_conn(slot, Op::PageWait, sqe);
+        self.push_conn(slot, Op::PageWait, sub);
     }
 
     pub(super) fn on_page_wait(&mut self, slot: u32, res: i32) {

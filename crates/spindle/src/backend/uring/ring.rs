@@ -3,13 +3,13 @@
 
 use std::time::Instant;
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
-
-use super::{Worker, BGID, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
+use super::{Worker, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
 use crate::conn::policy::TICK;
 use crate::conn::Steps;
 use crate::conn::{Phase, Serving, Slots, WorkerContext};
 use crate::fs;
+use crate::io::ring::Ring;
+use crate::io::{Engine, RecvBufs, Sub, Timespec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -79,56 +79,6 @@ pub(super) fn ud_parts(v: u64) -> (Op, u32, u32) {
     )
 }
 
-/// The receive buffers and the buffer ring through which the kernel
-/// picks one for each `RECV` completion.
-pub(super) struct RecvRing {
-    pub(super) bufs: Box<[u8]>,
-    pub(super) entries: *mut types::BufRingEntry,
-    pub(super) layout: std::alloc::Layout,
-    pub(super) tail: u16,
-}
-
-impl RecvRing {
-    fn new(ring: &IoUring) -> Result<RecvRing, String> {
-        let count = RECV_BUF_COUNT as usize;
-        let bufs = vec![0u8; count * RECV_BUF_SIZE].into_boxed_slice();
-        let layout = std::alloc::Layout::from_size_align(
-            count * std::mem::size_of::<types::BufRingEntry>(),
-            4096,
-        )
-        .expect("buffer ring layout");
-        // SAFETY: the layout has a non-zero size.
-        let entries = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
-        if entries.is_null() {
-            return Err("out of memory for the receive buffer ring".into());
-        }
-        // SAFETY: `entries` points at `count` zeroed, page-aligned entries
-        // that stay allocated until Worker::drop, which runs only after the
-        // ring (and with it the registration) is gone.
-        unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(entries as u64, RECV_BUF_COUNT, BGID, 0)
-                .map_err(|e| format!("io_uring provided buffers unavailable: {e}"))?;
-        }
-        Ok(RecvRing {
-            bufs,
-            entries,
-            layout,
-            tail: 0,
-        })
-    }
-
-    /// Frees the entries; only once the ring no longer refers to them
-    /// (`Worker::drop`, after `unregister_buf_ring`).
-    pub(super) fn free(&mut self) {
-        // SAFETY: allocated in `new` with this layout; the caller has
-        // unregistered the buffer ring, so the kernel no longer refers to
-        // it; the pointer is nulled so that it is freed once.
-        unsafe { std::alloc::dealloc(self.entries.cast(), self.layout) };
-        self.entries = std::ptr::null_mut();
-    }
-}
-
 /// Which of the worker's own operations are in the ring (each is armed
 /// again from its completion, and cancelled at the drain).
 #[derive(Default)]
@@ -144,7 +94,7 @@ pub(super) struct Armed {
 
 /// Memory that the worker's own operations hand to the kernel.
 pub(super) struct Fixed {
-    pub(super) tick_ts: Box<types::Timespec>,
+    pub(super) tick_ts: Box<Timespec>,
     /// The shutdown eventfd's counter (`Op::Wake`).
     pub(super) wake: Box<u64>,
     /// The helpers' eventfd's counter (`Op::Helpers`).
@@ -157,40 +107,29 @@ pub(super) struct Fixed {
 
 impl Worker {
     pub(super) fn new(mut ctx: WorkerContext) -> Result<Worker, String> {
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_submit_all()
-            .setup_cqsize(RING_ENTRIES * 4)
-            .build(RING_ENTRIES)
-            .map_err(|e| format!("io_uring setup failed: {e}"))?;
         // Disk reads that cannot complete inline go to io-wq's bounded
         // workers; cap them at the configured number of reads in flight.
-        let inflight = ctx.cfg.max_inflight;
-        let mut max = [inflight, inflight];
-        let _ = ring.submitter().register_iowq_max_workers(&mut max);
-        let recv = RecvRing::new(&ring)?;
+        let recv = RecvBufs {
+            count: RECV_BUF_COUNT,
+            size: RECV_BUF_SIZE,
+        };
+        let io = Ring::new(RING_ENTRIES, ctx.cfg.max_inflight, recv)?;
         let max_conns = ctx.cfg.max_connections_per_worker();
         let listeners = std::mem::take(&mut ctx.listeners);
         let pool =
             super::pool::Pool::new(ctx.cfg.max_inflight as usize, ctx.cfg.chunk_size as usize);
         let root = ctx.cfg.root.clone();
         let mut w = Worker {
-            ring,
+            io,
             serve: Serving::new(ctx)?,
             conns: Slots::new(max_conns),
             ring_inflight: 0,
-            recv,
             pool,
             devices: Vec::new(),
             accept: super::accept::Accepting::new(listeners),
             armed: Armed::default(),
             fixed: Fixed {
-                tick_ts: Box::new(
-                    types::Timespec::new()
-                        .sec(TICK.as_secs())
-                        .nsec(TICK.subsec_nanos()),
-                ),
+                tick_ts: Box::new(Timespec::of(TICK)),
                 wake: Box::new(0),
                 helpers: Box::new(0),
                 page_sink: vec![0u8; fs::page_size()].into_boxed_slice(),
@@ -206,9 +145,6 @@ impl Worker {
             &std::fs::metadata(&root).map_err(|e| format!("{}: {e}", root.display()))?,
         );
         w.device(root_dev);
-        for bid in 0..RECV_BUF_COUNT {
-            w.provide_recv_buf(bid);
-        }
         for i in 0..w.accept.listeners.len() {
             w.arm_accept(i);
         }
@@ -228,58 +164,39 @@ impl Worker {
         // its whole life, and at most one READ into it is in flight (armed
         // here only from its own completion, or once at start).
         self.push(
-            opcode::Read::new(types::Fd(efd), ptr, 8).build(),
+            Sub::ReadEvent { fd: efd, buf: ptr },
             ud(Op::Wake, NO_SLOT, 0),
         );
     }
 
     // ----- submission helpers -------------------------------------------
 
-    pub(super) fn push(&mut self, sqe: squeue::Entry, user_data: u64) {
-        let sqe = sqe.user_data(user_data);
-        loop {
-            // SAFETY: every buffer an entry names is owned by the worker (or
-            // by a connection slot that is not reused while the entry is in
-            // flight) and outlives the operation; see the module invariants.
-            let pushed = unsafe { self.ring.submission().push(&sqe) };
-            if pushed.is_ok() {
-                break;
-            }
-            // Submission queue full: hand what is queued to the kernel.
-            if let Err(e) = self.ring.submit() {
-                if e.raw_os_error() != Some(libc::EBUSY) && e.raw_os_error() != Some(libc::EINTR) {
-                    panic!("io_uring_enter failed: {e}");
-                }
-            }
-        }
+    pub(super) fn push(&mut self, sub: Sub, user_data: u64) {
+        // SAFETY: every buffer an operation names is owned by the worker
+        // (or by a connection slot that is not reused while the operation
+        // is in flight) and outlives it; see the module invariants.
+        unsafe { self.io.push(sub, user_data) };
         self.ring_inflight += 1;
     }
 
-    pub(super) fn push_conn(&mut self, slot: u32, op: Op, sqe: squeue::Entry) {
+    pub(super) fn push_conn(&mut self, slot: u32, op: Op, sub: Sub) {
         self.conns.live_at(slot).inflight += 1;
         let gen = self.conns.ticket(slot).expect("live slot").gen;
-        self.push(sqe, ud(op, slot, gen));
+        self.push(sub, ud(op, slot, gen));
+    }
+
+    /// As `push_conn`, and the operation pushed next starts only once
+    /// this one has completed.
+    pub(super) fn push_conn_linked(&mut self, slot: u32, op: Op, sub: Sub) {
+        self.conns.live_at(slot).inflight += 1;
+        let gen = self.conns.ticket(slot).expect("live slot").gen;
+        // SAFETY: as in `push`.
+        unsafe { self.io.push_linked(sub, ud(op, slot, gen)) };
+        self.ring_inflight += 1;
     }
 
     pub(super) fn provide_recv_buf(&mut self, bid: u16) {
-        let mask = RECV_BUF_COUNT - 1;
-        // SAFETY: `br_entries` holds RECV_BUF_COUNT entries; the index is
-        // masked into range. The kernel only consumes entries below the
-        // tail, and this one is published by the tail store that follows.
-        unsafe {
-            let e = &mut *self.recv.entries.add((self.recv.tail & mask) as usize);
-            e.set_addr(self.recv.bufs.as_ptr().add(bid as usize * RECV_BUF_SIZE) as u64);
-            e.set_len(RECV_BUF_SIZE as u32);
-            e.set_bid(bid);
-        }
-        self.recv.tail = self.recv.tail.wrapping_add(1);
-        // SAFETY: the tail lives inside the entries allocation; the kernel
-        // reads it with acquire semantics, so it is stored with release.
-        unsafe {
-            let tail =
-                types::BufRingEntry::tail(self.recv.entries) as *const std::sync::atomic::AtomicU16;
-            (*tail).store(self.recv.tail, std::sync::atomic::Ordering::Release);
-        }
+        self.io.provide(bid);
     }
 
     pub(super) fn arm_tick(&mut self) {
@@ -287,8 +204,8 @@ impl Worker {
             return;
         }
         self.armed.tick = true;
-        let ts: *const types::Timespec = &*self.fixed.tick_ts;
-        self.push(opcode::Timeout::new(ts).build(), ud(Op::Tick, NO_SLOT, 0));
+        let ts: *const Timespec = &*self.fixed.tick_ts;
+        self.push(Sub::Timeout { ts }, ud(Op::Tick, NO_SLOT, 0));
     }
 
     pub(super) fn arm_notify(&mut self) {
@@ -299,12 +216,12 @@ impl Worker {
             return;
         };
         self.armed.notify = true;
-        self.push(
-            opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
-                .multi(true)
-                .build(),
-            ud(Op::Notify, NO_SLOT, 0),
-        );
+        let sub = Sub::Poll {
+            fd,
+            mask: libc::POLLIN as u32,
+            multishot: true,
+        };
+        self.push(sub, ud(Op::Notify, NO_SLOT, 0));
     }
 
     /// Keeps a `READ` on the helpers' eventfd in the ring.
@@ -315,10 +232,7 @@ impl Worker {
         let fd = self.serve.helpers_eventfd();
         self.armed.helpers = true;
         let ptr = (&mut *self.fixed.helpers as *mut u64).cast::<u8>();
-        self.push(
-            opcode::Read::new(types::Fd(fd), ptr, 8).build(),
-            ud(Op::Helpers, NO_SLOT, 0),
-        );
+        self.push(Sub::ReadEvent { fd, buf: ptr }, ud(Op::Helpers, NO_SLOT, 0));
     }
 
     // ----- the loop -----------------------------------------------------
@@ -332,18 +246,9 @@ impl Worker {
                     return Ok(());
                 }
             }
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
-                Err(e) => return Err(format!("io_uring_enter failed: {e}")),
-            }
-            self.now = Instant::now();
             cqes.clear();
-            cqes.extend(
-                self.ring
-                    .completion()
-                    .map(|c| (c.user_data(), c.result(), c.flags())),
-            );
+            self.io.wait(&mut cqes)?;
+            self.now = Instant::now();
             // A change to a cached file must be seen by every request that
             // arrives after it. inotify queues its event, and wakes the
             // poll, inside the syscall that changed the file, so the
@@ -375,30 +280,24 @@ impl Worker {
     pub(super) fn stop_timers_and_listeners(&mut self) {
         if self.armed.helpers {
             self.armed.helpers = false;
-            self.push(
-                opcode::AsyncCancel::new(ud(Op::Helpers, NO_SLOT, 0)).build(),
-                ud(Op::Cancel, NO_SLOT, 0),
-            );
+            let target = ud(Op::Helpers, NO_SLOT, 0);
+            self.push(Sub::Cancel { target }, ud(Op::Cancel, NO_SLOT, 0));
         }
         if self.armed.notify {
             self.armed.notify = false;
-            self.push(
-                opcode::PollRemove::new(ud(Op::Notify, NO_SLOT, 0)).build(),
-                ud(Op::Cancel, NO_SLOT, 0),
-            );
+            let target = ud(Op::Notify, NO_SLOT, 0);
+            self.push(Sub::PollRemove { target }, ud(Op::Cancel, NO_SLOT, 0));
         }
         if self.armed.tick {
             self.armed.tick = false;
-            self.push(
-                opcode::TimeoutRemove::new(ud(Op::Tick, NO_SLOT, 0)).build(),
-                ud(Op::Cancel, NO_SLOT, 0),
-            );
+            let target = ud(Op::Tick, NO_SLOT, 0);
+            self.push(Sub::TimeoutRemove { target }, ud(Op::Cancel, NO_SLOT, 0));
         }
     }
 
     pub(super) fn complete(&mut self, user_data: u64, res: i32, flags: u32) {
         let (op, slot, gen) = ud_parts(user_data);
-        let more = cqueue::more(flags);
+        let more = crate::io::more(flags);
         if !more {
             self.ring_inflight -= 1;
         }

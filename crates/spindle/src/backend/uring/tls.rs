@@ -193,8 +193,7 @@ impl Worker {
         let Some(sqe) = tls.wire.next_send(fd, &self.pool) else {
             return;
         };
-        let sqe = sqe.flags(io_uring::squeue::Flags::IO_LINK);
-        self.push_conn(slot, Op::TlsSend, sqe);
+        self.push_conn_linked(slot, Op::TlsSend, sqe);
     }
 
     pub(super) fn on_tls_send(&mut self, slot: u32, res: i32) {

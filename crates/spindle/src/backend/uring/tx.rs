@@ -4,7 +4,6 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
-use io_uring::{opcode, types};
 use spindle_core::Response;
 
 use super::h2::Proto;
@@ -18,6 +17,7 @@ use crate::conn::Phase;
 use crate::conn::Steps;
 use crate::conn::StreamSteps;
 use crate::fs;
+use crate::io::Sub;
 use crate::net;
 use crate::sys::{self, Stop};
 use crate::tlsrec::RecordLayout;
@@ -217,10 +217,13 @@ impl Worker {
         } else {
             0
         };
-        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
-            .flags(libc::MSG_NOSIGNAL | more)
-            .build();
-        self.push_conn(slot, Op::Send, sqe);
+        let sub = Sub::Send {
+            fd,
+            buf: h.as_ptr(),
+            len: h.len() as u32,
+            flags: libc::MSG_NOSIGNAL | more,
+        };
+        self.push_conn(slot, Op::Send, sub);
     }
 
     /// Pump step 2: a `SEND` of the bytes in the chunk buffer, the rest of
@@ -269,10 +272,13 @@ impl Worker {
             }
             None => p.len(),
         };
-        let sqe = opcode::Send::new(types::Fd(fd), p.as_ptr(), len as u32)
-            .flags(libc::MSG_NOSIGNAL | more)
-            .build();
-        self.push_conn(slot, Op::Send, sqe);
+        let sub = Sub::Send {
+            fd,
+            buf: p.as_ptr(),
+            len: len as u32,
+            flags: libc::MSG_NOSIGNAL | more,
+        };
+        self.push_conn(slot, Op::Send, sub);
         self.read_ahead(slot);
     }
 
@@ -459,10 +465,13 @@ impl Worker {
         // The iovecs live in the response's `iov` (its heap block does not
         // move) and point into the pool's buffer, both untouched until the
         // READV completes.
-        let sqe = opcode::Readv::new(types::Fd(file), tx.iov.as_ptr(), tx.iov.len() as u32)
-            .offset(offset)
-            .build();
-        self.push_disk_read(slot, Op::Read, sqe);
+        let sub = Sub::Readv {
+            fd: file,
+            iov: tx.iov.as_ptr(),
+            n: tx.iov.len() as u32,
+            off: offset,
+        };
+        self.push_disk_read(slot, Op::Read, sub);
     }
 
     /// Sends the body by `sendfile` from the page cache, chunk by chunk,
@@ -494,7 +503,7 @@ impl Worker {
                 // a POLLOUT's: the response goes on. (A POLL_ADD on the
                 // writable socket instead doubled the CPU per byte with 10
                 // clients: it came back only with the socket's next wake-up.)
-                self.push_conn(slot, Op::PollOut, opcode::Nop::new().build());
+                self.push_conn(slot, Op::PollOut, Sub::Nop);
                 return true;
             }
             let ready = match self.ready_now(slot, file) {
@@ -579,10 +588,13 @@ impl Worker {
             return true;
         }
         let h = &tx.resp.front[tx.head_sent..];
-        let sqe = opcode::Send::new(types::Fd(fd), h.as_ptr(), h.len() as u32)
-            .flags(libc::MSG_NOSIGNAL | libc::MSG_MORE)
-            .build();
-        self.push_conn(slot, Op::Send, sqe);
+        let sub = Sub::Send {
+            fd,
+            buf: h.as_ptr(),
+            len: h.len() as u32,
+            flags: libc::MSG_NOSIGNAL | libc::MSG_MORE,
+        };
+        self.push_conn(slot, Op::Send, sub);
         false
     }
 
@@ -625,8 +637,12 @@ impl Worker {
         }
         if r < ready {
             // The socket buffer is full: wait until it drains.
-            let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32).build();
-            self.push_conn(slot, Op::PollOut, sqe);
+            let sub = Sub::Poll {
+                fd,
+                mask: libc::POLLOUT as u32,
+                multishot: false,
+            };
+            self.push_conn(slot, Op::PollOut, sub);
             return None;
         }
         Some(r)

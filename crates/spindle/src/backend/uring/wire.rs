@@ -3,7 +3,7 @@
 //! order) and the memory of the one send in flight, a `SEND` for one
 //! segment or a `SENDMSG` for several.
 
-use io_uring::{opcode, squeue, types};
+use crate::io::Sub;
 
 use super::pool::Pool;
 use crate::conn::sendq::{BufMem, SendQueue, MAX_IOV};
@@ -42,26 +42,26 @@ impl Wire {
     /// The operation that sends the queue's next bytes, or None when a
     /// send is in flight or nothing waits. The queue's segments and these
     /// iovecs are not touched until its completion ([`SendQueue::sent`]).
-    pub(super) fn next_send(&mut self, fd: i32, pool: &Pool) -> Option<squeue::Entry> {
+    pub(super) fn next_send(&mut self, fd: i32, pool: &Pool) -> Option<Sub> {
         let n = self.q.start(pool, &mut self.iov);
         if n == 0 {
             return None;
         }
-        let fd = types::Fd(fd);
         if n == 1 {
             let v = self.iov[0];
-            return Some(
-                opcode::Send::new(fd, v.iov_base as *const u8, v.iov_len as u32)
-                    .flags(libc::MSG_NOSIGNAL)
-                    .build(),
-            );
+            return Some(Sub::Send {
+                fd,
+                buf: v.iov_base as *const u8,
+                len: v.iov_len as u32,
+                flags: libc::MSG_NOSIGNAL,
+            });
         }
         self.msg.msg_iov = self.iov.as_mut_ptr();
         self.msg.msg_iovlen = n as _;
-        Some(
-            opcode::SendMsg::new(fd, &self.msg)
-                .flags(libc::MSG_NOSIGNAL as u32)
-                .build(),
-        )
+        Some(Sub::SendMsg {
+            fd,
+            msg: &self.msg,
+            flags: libc::MSG_NOSIGNAL as u32,
+        })
     }
 }
