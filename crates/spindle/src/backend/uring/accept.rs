@@ -2,6 +2,7 @@
 //! and session, the pause at `--max-connections`, the accept gate of a
 //! binary handover, and the start of the drain.
 
+use crate::io::Engine;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::io::Sub;
@@ -37,7 +38,7 @@ impl Accepting {
     }
 }
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     pub(super) fn arm_accept(&mut self, i: usize) {
         if self.accept.armed[i] || self.serve.draining || self.accept.paused || self.conns.full() {
             return;

@@ -17,7 +17,7 @@ use crate::io::{Engine, Sub};
 use crate::metrics::Timeout;
 use crate::net;
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     // ----- the protocol loop -------------------------------------------
 
     pub(super) fn conn(&mut self, slot: u32) -> &mut Conn {
@@ -283,7 +283,7 @@ impl Worker {
             t.wire.q.clear(&mut freed);
         }
         if let super::h2::Proto::H2(io) = &mut c.proto {
-            Worker::h2_reclaim(io, &mut freed);
+            Self::h2_reclaim(io, &mut freed);
         }
         self.give_bufs(freed);
         if let Some(tx) = &c.tx {
@@ -387,7 +387,7 @@ impl Connection for Conn {
 }
 
 /// The ring's primitives for a connection's steps (`conn::Steps`).
-impl Transport for Worker {
+impl<E: Engine> Transport for Worker<E> {
     type Conn = Conn;
     /// A first use missing the page cache is read with `O_DIRECT`
     /// (`--first-miss`).

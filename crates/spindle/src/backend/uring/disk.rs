@@ -8,6 +8,7 @@
 //! nor opens. A response whose device is at its depth waits in the
 //! device's queue, in arrival order, holding no new chunk buffer.
 
+use crate::io::Engine;
 use std::collections::VecDeque;
 
 use crate::io::Sub;
@@ -19,7 +20,7 @@ use crate::conn::Phase;
 use crate::depth::Depth;
 use crate::metrics::ReadMode;
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     /// The index of `dev` in the device table, added if new (the last
     /// entry is shared once the table is full).
     pub(super) fn device(&mut self, dev: u64) -> usize {

@@ -23,6 +23,7 @@
 //! reports sent may write again, which only marks another round
 //! (`Flush::Again`).
 
+use crate::io::Engine;
 use super::ring::Op;
 use super::tls::Plain;
 use super::wire::Wire;
@@ -63,7 +64,7 @@ enum Flush {
     Again,
 }
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     /// The connection made progress (bytes in or out, a stream began or
     /// ended): its deadline moves (see below), and it counts as idle
     /// while it has no stream. A client that stops reading is dropped

@@ -65,6 +65,7 @@ use std::time::Instant;
 use spindle_core::{OpenRequest, Response};
 
 use crate::conn::{Life, Serving, Slots, WorkerContext};
+use crate::io::Engine;
 use crate::fs;
 
 /// Submission queue entries per ring (the completion queue is four times this).
@@ -385,9 +386,9 @@ struct Device {
     waiters: VecDeque<u32>,
 }
 
-struct Worker {
+struct Worker<E: Engine> {
     /// The ring (`crate::io`): every operation goes through it.
-    io: crate::io::ring::Ring,
+    io: E,
     /// What every loop shares about serving (`conn::Serving`).
     serve: Serving,
     conns: Slots<Conn>,
@@ -418,7 +419,14 @@ struct Worker {
 
 /// Runs one io_uring worker until shutdown.
 pub fn run(ctx: WorkerContext) -> Result<(), String> {
-    let mut w = Worker::new(ctx)?;
+    // Disk reads that cannot complete inline go to io-wq's bounded
+    // workers; cap them at the configured number of reads in flight.
+    let recv = crate::io::RecvBufs {
+        count: RECV_BUF_COUNT,
+        size: RECV_BUF_SIZE,
+    };
+    let io = crate::io::ring::Ring::new(RING_ENTRIES, ctx.cfg.max_inflight, recv)?;
+    let mut w = Worker::new(ctx, io)?;
     let _ = w.serve.ctx.ready.send(Ok(()));
     w.event_loop()?;
     Ok(())

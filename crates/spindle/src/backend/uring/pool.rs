@@ -1,6 +1,7 @@
 //! The bounded pool of chunk buffers, shared by the worker's responses in
 //! the order they asked.
 
+use crate::io::Engine;
 use std::collections::VecDeque;
 
 use super::{ChunkBuf, Worker, HEAD_RESERVE};
@@ -29,7 +30,7 @@ impl Pool {
     }
 }
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     /// Returns the response's chunk buffers to the pool: the main one (its
     /// operation has completed whenever this is called) and a read-ahead
     /// buffer whose READ has completed; one still being read stays with the

@@ -3,6 +3,7 @@
 //! one-page wait for the kernel's readahead, and the readahead lead that
 //! starts the kernel's next windows early.
 
+use crate::io::Engine;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
@@ -108,7 +109,7 @@ pub(super) fn warn_direct(e: &std::io::Error) {
         );
     }
 }
-impl Worker {
+impl<E: Engine> Worker<E> {
     /// O_DIRECT reads get no readahead from the kernel, so a response that
     /// reads with O_DIRECT keeps the next chunk's READ in flight while it
     /// sends the current one, in a second buffer, if the pool has one that

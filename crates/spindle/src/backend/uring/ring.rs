@@ -3,13 +3,12 @@
 
 use std::time::Instant;
 
-use super::{Worker, NO_SLOT, RECV_BUF_COUNT, RECV_BUF_SIZE, RING_ENTRIES};
+use super::{Worker, NO_SLOT, RING_ENTRIES};
 use crate::conn::policy::TICK;
 use crate::conn::Steps;
 use crate::conn::{Phase, Serving, Slots, WorkerContext};
 use crate::fs;
-use crate::io::ring::Ring;
-use crate::io::{Engine, RecvBufs, Sub, Timespec};
+use crate::io::{Engine, Sub, Timespec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -105,15 +104,8 @@ pub(super) struct Fixed {
     pub(super) page_sink: Box<[u8]>,
 }
 
-impl Worker {
-    pub(super) fn new(mut ctx: WorkerContext) -> Result<Worker, String> {
-        // Disk reads that cannot complete inline go to io-wq's bounded
-        // workers; cap them at the configured number of reads in flight.
-        let recv = RecvBufs {
-            count: RECV_BUF_COUNT,
-            size: RECV_BUF_SIZE,
-        };
-        let io = Ring::new(RING_ENTRIES, ctx.cfg.max_inflight, recv)?;
+impl<E: Engine> Worker<E> {
+    pub(super) fn new(mut ctx: WorkerContext, io: E) -> Result<Worker<E>, String> {
         let max_conns = ctx.cfg.max_connections_per_worker();
         let listeners = std::mem::take(&mut ctx.listeners);
         let pool =

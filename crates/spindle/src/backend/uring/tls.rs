@@ -24,6 +24,7 @@
 //! The epoll loop's HTTPS (posix-aio) is `backend/epoll/tls.rs`. Not yet:
 //! kTLS.
 
+use crate::io::Engine;
 use std::sync::Arc;
 
 use super::ring::Op;
@@ -89,7 +90,7 @@ pub(super) enum Plain {
 
 pub(super) use crate::tls::Received;
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     /// Encrypts the response's next plaintext (its head, or bytes of a chunk
     /// buffer) and sends the records. When they are the only records in
     /// flight, the response's `on_send` hears of the plaintext at once: its

@@ -1,6 +1,7 @@
 //! Transmitting a response: the head, then the body from the page cache
 //! by `sendfile`, or from a chunk buffer by `SEND`.
 
+use crate::io::Engine;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
@@ -84,7 +85,7 @@ fn map_file(tx: &mut Tx, file: std::os::fd::RawFd) -> bool {
     tx.map.get().is_some()
 }
 
-impl Worker {
+impl<E: Engine> Worker<E> {
     // ----- transmitting -------------------------------------------------
 
     pub(super) fn start_tx(&mut self, slot: u32, mut resp: Response) {
