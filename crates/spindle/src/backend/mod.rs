@@ -26,7 +26,7 @@ pub fn run_worker(kind: BackendKind, ctx: WorkerContext) -> Result<(), String> {
     match kind {
         BackendKind::IoUring => uring::run(ctx),
         BackendKind::LinuxSendfile => epoll::run::<sendfile::Sendfile>(ctx),
-        BackendKind::PosixAio => epoll::run::<posix_aio::PosixAio>(ctx),
+        BackendKind::PosixAio => uring::run_threads(ctx),
         BackendKind::LinuxAioSendfile => epoll::run::<linux_aio::LinuxAio>(ctx),
     }
 }

@@ -65,7 +65,7 @@ pub trait Transport {
     type Conn: Connection;
     /// The loop reads a file's first use with `O_DIRECT` (see
     /// [`Serving::opened`]).
-    const DIRECT_READS: bool;
+    fn direct_reads(&self) -> bool;
     /// Input one connection may take in one drive before the others get
     /// theirs (a loop that receives in place; see
     /// [`Transport::receive_for`]).
@@ -193,9 +193,10 @@ pub trait Steps: Transport {
     /// to open, or a directory to list).
     fn opened(&mut self, who: Ticket, req: &OpenRequest, found: Found) {
         let now = self.now();
+        let direct = self.direct_reads();
         let (serve, conns) = self.parts();
         let life = conns.get(who).expect("live connection").life_mut();
-        match serve.opened(life, req, found, Self::DIRECT_READS, now) {
+        match serve.opened(life, req, found, direct, now) {
             Answer::Send(r) => self.transmit(who, r),
             Answer::Open(next) => self.open_step(who, next),
             Answer::List(list) => self.list_step(who, list),

@@ -20,6 +20,8 @@
 //! `-ECANCELED` (or normally, if it was already running); a receive picks
 //! one of the provided buffers and names it in the flags.
 
+pub mod disk;
+pub mod poll;
 pub mod ring;
 
 /// The completion's buffer id is valid (`IORING_CQE_F_BUFFER`).

@@ -260,8 +260,9 @@ impl<S> Connection for super::Conn<S> {
 /// (`conn::Steps`).
 impl<M: Mover> Transport for Worker<M> {
     type Conn = super::Conn<M::State>;
-    /// No mover reads a first use with `O_DIRECT`.
-    const DIRECT_READS: bool = false;
+    fn direct_reads(&self) -> bool {
+        false
+    }
     const RECEIVE_TURN: usize = READ_TURN_BYTES;
 
     fn parts(

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::ring::{ud, Op};
 use super::{Conn, PendingOpen, Recv, Worker, NO_SLOT};
-use crate::config::FirstMiss;
+use crate::config::{Cap, FirstMiss};
 use crate::conn::policy::LINGER_MAX_BYTES;
 use crate::conn::StreamSteps;
 use crate::conn::{Connection, Found, Phase, Reply, Steps, Ticket, Transport};
@@ -316,7 +316,7 @@ impl<E: Engine> Worker<E> {
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
         self.tick_steps();
-        if self.serve.ctx.id == 0 && self.serve.ctx.cfg.first_miss == FirstMiss::Auto {
+        if self.serve.ctx.id == 0 && self.direct_reads() && self.serve.ctx.cfg.first_miss == FirstMiss::Auto {
             // One file read per tick, for every worker (memory.rs).
             self.serve.ctx.memory.refresh();
         }
@@ -390,8 +390,10 @@ impl Connection for Conn {
 impl<E: Engine> Transport for Worker<E> {
     type Conn = Conn;
     /// A first use missing the page cache is read with `O_DIRECT`
-    /// (`--first-miss`).
-    const DIRECT_READS: bool = true;
+    /// (`--first-miss`), where the ring reads.
+    fn direct_reads(&self) -> bool {
+        self.serve.ctx.cfg.backend.has(Cap::FirstMiss)
+    }
     /// Unused: a receive is armed, and its completion drives again.
     const RECEIVE_TURN: usize = 0;
 

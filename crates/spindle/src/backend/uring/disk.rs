@@ -8,6 +8,7 @@
 //! nor opens. A response whose device is at its depth waits in the
 //! device's queue, in arrival order, holding no new chunk buffer.
 
+use crate::conn::Transport;
 use crate::io::Engine;
 use std::collections::VecDeque;
 
@@ -41,7 +42,8 @@ impl<E: Engine> Worker<E> {
 
     fn disk_limit(&self, d: usize) -> u32 {
         match self.serve.ctx.cfg.depth {
-            DepthMode::Adaptive => self.devices[d].depth.limit(),
+            DepthMode::Adaptive if self.direct_reads() => self.devices[d].depth.limit(),
+            DepthMode::Adaptive => u32::MAX,
             // The chunk pool and io-wq's cap bound it.
             DepthMode::Fixed => u32::MAX,
         }

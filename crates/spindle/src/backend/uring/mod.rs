@@ -417,15 +417,36 @@ struct Worker<E: Engine> {
     now: Instant,
 }
 
+/// The receive buffers a worker's engine picks from.
+const RECV_BUFS: crate::io::RecvBufs = crate::io::RecvBufs {
+    count: RECV_BUF_COUNT,
+    size: RECV_BUF_SIZE,
+};
+
 /// Runs one io_uring worker until shutdown.
 pub fn run(ctx: WorkerContext) -> Result<(), String> {
     // Disk reads that cannot complete inline go to io-wq's bounded
     // workers; cap them at the configured number of reads in flight.
-    let recv = crate::io::RecvBufs {
-        count: RECV_BUF_COUNT,
-        size: RECV_BUF_SIZE,
-    };
-    let io = crate::io::ring::Ring::new(RING_ENTRIES, ctx.cfg.max_inflight, recv)?;
+    let io = crate::io::ring::Ring::new(RING_ENTRIES, ctx.cfg.max_inflight, RECV_BUFS)?;
+    run_on(ctx, io)
+}
+
+/// Runs one worker on epoll (`posix-aio`) until shutdown: the same worker,
+/// its disk operations done by the process's pool of `--io-threads`
+/// threads when they would wait.
+pub fn run_threads(ctx: WorkerContext) -> Result<(), String> {
+    let cfg = &ctx.cfg;
+    // Each connection has at most one open or one read in flight, and
+    // each chunk buffer one read ahead.
+    let per_worker = cfg.max_connections_per_worker() + 2 * cfg.max_inflight as usize;
+    let disk = crate::io::disk::Threads::new(
+        cfg.io_threads as usize,
+        cfg.workers as usize * per_worker,
+    )?;
+    run_on(ctx, crate::io::poll::Poll::new(RECV_BUFS, disk)?)
+}
+
+fn run_on<E: Engine>(ctx: WorkerContext, io: E) -> Result<(), String> {
     let mut w = Worker::new(ctx, io)?;
     let _ = w.serve.ctx.ready.send(Ok(()));
     w.event_loop()?;
