@@ -25,7 +25,7 @@ pub mod uring;
 pub fn run_worker(kind: BackendKind, ctx: WorkerContext) -> Result<(), String> {
     match kind {
         BackendKind::IoUring => uring::run(ctx),
-        BackendKind::LinuxSendfile => epoll::run::<sendfile::Sendfile>(ctx),
+        BackendKind::LinuxSendfile => uring::run_inline(ctx),
         BackendKind::PosixAio => uring::run_threads(ctx),
         BackendKind::LinuxAioSendfile => epoll::run::<linux_aio::LinuxAio>(ctx),
     }

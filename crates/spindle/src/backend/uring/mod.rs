@@ -176,6 +176,7 @@ impl Tx {
     fn outcome(&self) -> &'static str {
         match (self.direct, self.route) {
             (Direct::On, _) => "direct",
+            (_, Route::Blocking) => "sendfile",
             (_, Route::Missed) => "read",
             // Every byte of a buffered body was READ.
             (_, Route::Buffer) if self.body_sent > 0 => "read",
@@ -204,6 +205,10 @@ enum Route {
     /// the disk in this thread. A READ of them waits in the ring instead,
     /// and completes at once when they are already there.
     Missed,
+    /// `linux-sendfile` (a backend without `Cap::Buffers`): every body,
+    /// whatever its size, goes by `sendfile` unprobed, and a miss blocks
+    /// the loop in it, as the seed backend's does.
+    Blocking,
 }
 
 /// Whether a response reads its file with `O_DIRECT`.
@@ -444,6 +449,14 @@ pub fn run_threads(ctx: WorkerContext) -> Result<(), String> {
         cfg.workers as usize * per_worker,
     )?;
     run_on(ctx, crate::io::poll::Poll::new(RECV_BUFS, disk)?)
+}
+
+/// Runs one worker on epoll (`linux-sendfile`) until shutdown: the same
+/// worker, its opens done in the loop and every body sent by `sendfile`
+/// (`Route::Blocking`), so a page-cache miss blocks the loop, as the seed
+/// backend's does.
+pub fn run_inline(ctx: WorkerContext) -> Result<(), String> {
+    run_on(ctx, crate::io::poll::Poll::new(RECV_BUFS, crate::io::disk::Inline)?)
 }
 
 fn run_on<E: Engine>(ctx: WorkerContext, io: E) -> Result<(), String> {

@@ -11,7 +11,7 @@ use super::h2::Proto;
 use super::read::go_direct;
 use super::ring::Op;
 use super::{Direct, HeadAt, Mapping, Route, Tx, Wait, Worker, SENDFILE_MIN};
-use crate::config::FirstMiss;
+use crate::config::{Cap, FirstMiss};
 use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
 use crate::conn::Phase;
@@ -97,6 +97,7 @@ impl<E: Engine> Worker<E> {
             }
         }
         let zero_copy = self.serve.ctx.cfg.sendfile;
+        let buffers = self.serve.ctx.cfg.backend.has(Cap::Buffers);
         let now = self.now;
         let rate = self.serve.rate;
         let c = self.conns.live_at(slot);
@@ -116,7 +117,9 @@ impl<E: Engine> Worker<E> {
             file_off,
             file_left,
             body_sent: 0,
-            route: if file_left < SENDFILE_MIN || tls || !zero_copy {
+            route: if !buffers {
+                Route::Blocking
+            } else if file_left < SENDFILE_MIN || tls || !zero_copy {
                 Route::Buffer
             } else {
                 Route::Sendfile
@@ -296,6 +299,9 @@ impl<E: Engine> Worker<E> {
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
         debug_assert!(tx.route != Route::Sendfile || (tx.direct != Direct::On && tx.buf.is_none()));
+        if tx.route == Route::Blocking {
+            return self.send_ready(slot);
+        }
         if tx.route == Route::Sendfile {
             // A body of several chunks is probed with mincore from the
             // start: cachestat would also pass pages that another response's
@@ -546,6 +552,7 @@ impl<E: Engine> Worker<E> {
         }
         debug_assert!(n > 0, "send_ready with nothing left to send");
         let ready = match tx.map.get() {
+            _ if tx.route == Route::Blocking => n,
             Some(map) => match map.uptodate(tx.file_off, n) {
                 Ok(r) => r,
                 Err(_) => {
