@@ -27,7 +27,7 @@ pub fn run_worker(kind: BackendKind, ctx: WorkerContext) -> Result<(), String> {
         BackendKind::IoUring => uring::run(ctx),
         BackendKind::LinuxSendfile => uring::run_inline(ctx),
         BackendKind::PosixAio => uring::run_threads(ctx),
-        BackendKind::LinuxAioSendfile => epoll::run::<linux_aio::LinuxAio>(ctx),
+        BackendKind::LinuxAioSendfile => uring::run_kaio(ctx),
     }
 }
 

@@ -23,6 +23,7 @@
 pub mod disk;
 pub mod poll;
 pub mod ring;
+pub mod shm;
 
 /// The completion's buffer id is valid (`IORING_CQE_F_BUFFER`).
 pub const F_BUFFER: u32 = 1;
@@ -93,6 +94,15 @@ pub enum Sub {
         fd: i32,
         msg: *const libc::msghdr,
         flags: u32,
+    },
+    /// `sendfile(2)` of `len` bytes of `file` at `off` to the socket `fd`
+    /// (epoll engine only: `linux-aio-sendfile` sends its shared-memory
+    /// buffers so; io_uring has no such operation).
+    SendFile {
+        fd: i32,
+        file: i32,
+        off: u64,
+        len: u32,
     },
     /// Waits until the socket is writable (`multishot` for a descriptor
     /// the worker watches: POLLIN then).

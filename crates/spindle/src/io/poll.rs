@@ -89,6 +89,11 @@ enum Out {
         msg: *const libc::msghdr,
         flags: u32,
     },
+    SendFile {
+        file: i32,
+        off: u64,
+        len: u32,
+    },
     Poll,
 }
 
@@ -274,7 +279,11 @@ impl<D: Disk> Poll<D> {
     }
 
     fn wait_out(&mut self, fd: RawFd, user_data: u64, op: Out) {
-        self.fds.entry(fd).or_default().outs.push_back((user_data, op));
+        self.fds
+            .entry(fd)
+            .or_default()
+            .outs
+            .push_back((user_data, op));
         self.place.insert(user_data, fd);
         self.update(fd);
     }
@@ -291,6 +300,11 @@ impl<D: Disk> Poll<D> {
             Out::SendMsg { msg, flags } => unsafe {
                 libc::sendmsg(fd, msg, flags as i32 | libc::MSG_DONTWAIT)
             },
+            Out::SendFile { file, off, len } => {
+                let mut o = off as libc::off_t;
+                // SAFETY: plain sendfile between the worker's descriptors.
+                unsafe { libc::sendfile(fd, file, &mut o, len as usize) }
+            }
             Out::Poll => return Some(libc::POLLOUT as i32),
         };
         if r < 0 {
@@ -498,6 +512,9 @@ impl<D: Disk> Poll<D> {
                 flags,
             } => self.send(fd, ud, Out::Send { buf, len, flags }),
             Sub::SendMsg { fd, msg, flags } => self.send(fd, ud, Out::SendMsg { msg, flags }),
+            Sub::SendFile { fd, file, off, len } => {
+                self.send(fd, ud, Out::SendFile { file, off, len })
+            }
             Sub::OpenAt2 { dir, path, how } => {
                 let op = DiskOp::Open { dir, path, how };
                 // SAFETY: passed on from the caller.
@@ -523,9 +540,7 @@ impl<D: Disk> Poll<D> {
                 let r = self.close(fd);
                 self.complete(ud, r, 0);
             }
-            Sub::Cancel { target }
-            | Sub::PollRemove { target }
-            | Sub::TimeoutRemove { target } => {
+            Sub::Cancel { target } | Sub::PollRemove { target } | Sub::TimeoutRemove { target } => {
                 let r = if self.cancel(target) {
                     0
                 } else {

@@ -146,6 +146,7 @@ fn entry(sub: Sub, recv_size: u32) -> squeue::Entry {
         Sub::SendMsg { fd, msg, flags } => opcode::SendMsg::new(types::Fd(fd), msg)
             .flags(flags)
             .build(),
+        Sub::SendFile { .. } => unreachable!("SENDFILE is not an io_uring operation"),
         Sub::Poll {
             fd,
             mask,

@@ -316,7 +316,10 @@ impl<E: Engine> Worker<E> {
     pub(super) fn on_tick(&mut self) {
         let now = self.now;
         self.tick_steps();
-        if self.serve.ctx.id == 0 && self.direct_reads() && self.serve.ctx.cfg.first_miss == FirstMiss::Auto {
+        if self.serve.ctx.id == 0
+            && self.direct_reads()
+            && self.serve.ctx.cfg.first_miss == FirstMiss::Auto
+        {
             // One file read per tick, for every worker (memory.rs).
             self.serve.ctx.memory.refresh();
         }

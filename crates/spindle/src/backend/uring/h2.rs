@@ -23,7 +23,6 @@
 //! reports sent may write again, which only marks another round
 //! (`Flush::Again`).
 
-use crate::io::Engine;
 use super::ring::Op;
 use super::tls::Plain;
 use super::wire::Wire;
@@ -31,6 +30,7 @@ use super::Worker;
 use crate::conn::h2::{H2State, Held, Wrote};
 use crate::conn::tls::QueueSink;
 use crate::conn::{Phase, StreamSteps, Ticket};
+use crate::io::Engine;
 
 /// What a slot's socket speaks, or which HTTP/2 stream it serves.
 pub(super) type Proto = crate::conn::h2::Proto<H2Io>;

@@ -65,8 +65,8 @@ use std::time::Instant;
 use spindle_core::{OpenRequest, Response};
 
 use crate::conn::{Life, Serving, Slots, WorkerContext};
-use crate::io::Engine;
 use crate::fs;
+use crate::io::Engine;
 
 /// Submission queue entries per ring (the completion queue is four times this).
 pub const RING_ENTRIES: u32 = 4096;
@@ -150,6 +150,7 @@ struct Tx {
     /// until the READ completes.
     held: Option<crate::tlsrec::RecordLayout>,
     iov: Vec<libc::iovec>,
+    reopen: Reopen,
 }
 
 impl Tx {
@@ -175,7 +176,7 @@ impl Tx {
     /// Where its body came from, for the access log.
     fn outcome(&self) -> &'static str {
         match (self.direct, self.route) {
-            (Direct::On, _) => "direct",
+            (Direct::On, _) | (_, Route::Shm) => "direct",
             (_, Route::Blocking) => "sendfile",
             (_, Route::Missed) => "read",
             // Every byte of a buffered body was READ.
@@ -209,6 +210,21 @@ enum Route {
     /// whatever its size, goes by `sendfile` unprobed, and a miss blocks
     /// the loop in it, as the seed backend's does.
     Blocking,
+    /// `linux-aio-sendfile` (a pool in shared memory): what `cachestat`
+    /// finds cached goes by `sendfile` from the file; the rest is read
+    /// with `O_DIRECT` by native AIO into a chunk buffer, a slot of the
+    /// shared-memory file, and goes by `sendfile` from there (`Tx::reopen`
+    /// holds the `O_DIRECT` descriptor).
+    Shm,
+}
+
+/// `Route::Shm`'s `O_DIRECT` descriptor: a second open of the response's
+/// file (`crate::io::shm::reopen_direct`).
+enum Reopen {
+    Untried,
+    Direct(OwnedFd),
+    /// The file system refuses `O_DIRECT`: reads go through the page cache.
+    Refused,
 }
 
 /// Whether a response reads its file with `O_DIRECT`.
@@ -276,12 +292,17 @@ struct Ahead {
 
 /// A chunk buffer of `HEAD_RESERVE + chunk_size` bytes whose start is
 /// aligned to [`fs::DIRECT_ALIGN`], so an `O_DIRECT` read may land at
-/// `HEAD_RESERVE`. The heap block does not move when the value does, so a
-/// pointer handed to the kernel stays valid while the pool holds it.
-struct ChunkBuf {
-    mem: Box<[u8]>,
-    start: usize,
-    len: usize,
+/// `HEAD_RESERVE`: a heap block, or a slot of the pool's shared-memory
+/// mapping (`linux-aio-sendfile`, `pool.rs`). Neither moves when the value
+/// does, so a pointer handed to the kernel stays valid while the pool
+/// holds it.
+enum ChunkBuf {
+    Heap {
+        mem: Box<[u8]>,
+        start: usize,
+        len: usize,
+    },
+    Shm(pool::ShmSlot),
 }
 
 impl ChunkBuf {
@@ -289,15 +310,21 @@ impl ChunkBuf {
         let mem = vec![0u8; len + fs::DIRECT_ALIGN].into_boxed_slice();
         let start = mem.as_ptr().align_offset(fs::DIRECT_ALIGN);
         assert!(start < fs::DIRECT_ALIGN);
-        ChunkBuf { mem, start, len }
+        ChunkBuf::Heap { mem, start, len }
     }
 
     fn get(&self) -> &[u8] {
-        &self.mem[self.start..self.start + self.len]
+        match self {
+            ChunkBuf::Heap { mem, start, len } => &mem[*start..*start + *len],
+            ChunkBuf::Shm(s) => s.get(),
+        }
     }
 
     fn get_mut(&mut self) -> &mut [u8] {
-        &mut self.mem[self.start..self.start + self.len]
+        match self {
+            ChunkBuf::Heap { mem, start, len } => &mut mem[*start..*start + *len],
+            ChunkBuf::Shm(s) => s.get_mut(),
+        }
     }
 }
 
@@ -433,7 +460,7 @@ pub fn run(ctx: WorkerContext) -> Result<(), String> {
     // Disk reads that cannot complete inline go to io-wq's bounded
     // workers; cap them at the configured number of reads in flight.
     let io = crate::io::ring::Ring::new(RING_ENTRIES, ctx.cfg.max_inflight, RECV_BUFS)?;
-    run_on(ctx, io)
+    run_on(ctx, io, heap_pool)
 }
 
 /// Runs one worker on epoll (`posix-aio`) until shutdown: the same worker,
@@ -444,11 +471,9 @@ pub fn run_threads(ctx: WorkerContext) -> Result<(), String> {
     // Each connection has at most one open or one read in flight, and
     // each chunk buffer one read ahead.
     let per_worker = cfg.max_connections_per_worker() + 2 * cfg.max_inflight as usize;
-    let disk = crate::io::disk::Threads::new(
-        cfg.io_threads as usize,
-        cfg.workers as usize * per_worker,
-    )?;
-    run_on(ctx, crate::io::poll::Poll::new(RECV_BUFS, disk)?)
+    let disk =
+        crate::io::disk::Threads::new(cfg.io_threads as usize, cfg.workers as usize * per_worker)?;
+    run_on(ctx, crate::io::poll::Poll::new(RECV_BUFS, disk)?, heap_pool)
 }
 
 /// Runs one worker on epoll (`linux-sendfile`) until shutdown: the same
@@ -456,11 +481,41 @@ pub fn run_threads(ctx: WorkerContext) -> Result<(), String> {
 /// (`Route::Blocking`), so a page-cache miss blocks the loop, as the seed
 /// backend's does.
 pub fn run_inline(ctx: WorkerContext) -> Result<(), String> {
-    run_on(ctx, crate::io::poll::Poll::new(RECV_BUFS, crate::io::disk::Inline)?)
+    run_on(
+        ctx,
+        crate::io::poll::Poll::new(RECV_BUFS, crate::io::disk::Inline)?,
+        heap_pool,
+    )
 }
 
-fn run_on<E: Engine>(ctx: WorkerContext, io: E) -> Result<(), String> {
-    let mut w = Worker::new(ctx, io)?;
+/// Runs one worker on epoll (`linux-aio-sendfile`, the seed's design)
+/// until shutdown: the same worker, its chunk buffers slots of a
+/// shared-memory file, a miss read into one with `O_DIRECT` by native AIO
+/// and sent from there by `sendfile` (`Route::Shm`); opens in the loop.
+pub fn run_kaio(ctx: WorkerContext) -> Result<(), String> {
+    let cfg = &ctx.cfg;
+    let pool = pool::Pool::in_shm(cfg.max_inflight as usize, cfg.chunk_size as usize, ctx.id)?;
+    let disk = crate::io::disk::Kaio::new(pool.limit as u32)?;
+    let io = crate::io::poll::Poll::new(RECV_BUFS, disk)?;
+    run_on(ctx, io, |_| Ok(pool))
+}
+
+/// The chunk pool on the heap: `--max-inflight` buffers of `--chunk-size`.
+fn heap_pool(ctx: &WorkerContext) -> Result<pool::Pool, String> {
+    let cfg = &ctx.cfg;
+    Ok(pool::Pool::new(
+        cfg.max_inflight as usize,
+        cfg.chunk_size as usize,
+    ))
+}
+
+fn run_on<E: Engine>(
+    ctx: WorkerContext,
+    io: E,
+    pool: impl FnOnce(&WorkerContext) -> Result<pool::Pool, String>,
+) -> Result<(), String> {
+    let pool = pool(&ctx)?;
+    let mut w = Worker::new(ctx, io, pool)?;
     let _ = w.serve.ctx.ready.send(Ok(()));
     w.event_loop()?;
     Ok(())

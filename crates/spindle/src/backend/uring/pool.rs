@@ -1,11 +1,16 @@
 //! The bounded pool of chunk buffers, shared by the worker's responses in
-//! the order they asked.
+//! the order they asked: heap blocks, or (`linux-aio-sendfile`) slots of
+//! one shared-memory file per worker (`crate::io::shm`), sent from with
+//! `sendfile` and hole-punched before each reuse.
 
 use crate::io::Engine;
 use std::collections::VecDeque;
 
+use std::os::fd::{AsRawFd, RawFd};
+
 use super::{ChunkBuf, Worker, HEAD_RESERVE};
 use crate::conn::Phase;
+use crate::io::shm::{Shm, MAX_SHM_BYTES};
 
 /// At most `limit` chunk buffers of `HEAD_RESERVE + chunk_size` bytes,
 /// made as they are first needed, and the responses waiting for one.
@@ -16,6 +21,28 @@ pub(super) struct Pool {
     /// Slots of responses waiting for a buffer, in the order they asked.
     pub(super) waiters: VecDeque<u32>,
     pub(super) chunk_size: usize,
+    /// Where the buffers live, if not on the heap.
+    shm: Option<Shm>,
+}
+
+/// One buffer's place in the pool's shared memory.
+pub(super) struct ShmSlot {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl ShmSlot {
+    pub(super) fn get(&self) -> &[u8] {
+        // SAFETY: `len` bytes of the pool's mapping, which lives as long
+        // as the pool (the worker drops its engine, and with it every read
+        // into the mapping, first); this slot is this buffer's alone.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub(super) fn get_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `get`, and `&mut self` is the one handle.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
 }
 
 impl Pool {
@@ -26,6 +53,59 @@ impl Pool {
             limit,
             waiters: VecDeque::new(),
             chunk_size,
+            shm: None,
+        }
+    }
+
+    /// A pool whose buffers are slots of one shared-memory file of at most
+    /// [`MAX_SHM_BYTES`] (which may lower `limit`).
+    pub(super) fn in_shm(limit: usize, chunk_size: usize, worker: usize) -> Result<Pool, String> {
+        let slot = HEAD_RESERVE + chunk_size;
+        let limit = limit.min(MAX_SHM_BYTES as usize / slot).max(1);
+        let mut p = Pool::new(limit, chunk_size);
+        p.shm = Some(Shm::new(limit * slot, worker)?);
+        Ok(p)
+    }
+
+    fn slot_size(&self) -> usize {
+        HEAD_RESERVE + self.chunk_size
+    }
+
+    /// Where byte `pos` of buffer `b` is in the shared-memory file, if the
+    /// buffers live in one: `(file, offset)`.
+    pub(super) fn file_at(&self, b: u32, pos: usize) -> Option<(RawFd, u64)> {
+        let shm = self.shm.as_ref()?;
+        Some((
+            shm.fd.as_raw_fd(),
+            (b as usize * self.slot_size() + pos) as u64,
+        ))
+    }
+
+    /// Readies buffer `b` to be written again: in shared memory, a socket
+    /// may still hold the pages last sent from it (`sendfile` passes them
+    /// by reference until the peer acknowledges them), so they are
+    /// detached from the file (hole-punched), and the next write faults in
+    /// fresh ones.
+    pub(super) fn rewrite(&self, b: u32) {
+        if let Some(shm) = &self.shm {
+            let slot = self.slot_size() as u64;
+            shm.punch(b as u64 * slot, slot);
+        }
+    }
+
+    fn make(&mut self) -> ChunkBuf {
+        let slot = self.slot_size();
+        match &self.shm {
+            None => ChunkBuf::new(slot),
+            Some(shm) => {
+                let at = self.bufs.len() * slot;
+                assert!(at + slot <= shm.len, "shm slot past the mapping");
+                ChunkBuf::Shm(ShmSlot {
+                    // Within the mapping (asserted above).
+                    ptr: shm.base.wrapping_add(at),
+                    len: slot,
+                })
+            }
         }
     }
 }
@@ -54,9 +134,8 @@ impl<E: Engine> Worker<E> {
             return Some(b);
         }
         if self.pool.bufs.len() < self.pool.limit {
-            self.pool
-                .bufs
-                .push(ChunkBuf::new(HEAD_RESERVE + self.pool.chunk_size));
+            let buf = self.pool.make();
+            self.pool.bufs.push(buf);
             return Some((self.pool.bufs.len() - 1) as u32);
         }
         None

@@ -119,6 +119,7 @@ impl<E: Engine> Worker<E> {
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_ref().expect("response in progress");
         if tx.direct != Direct::On
+            || tx.route == Route::Shm
             || tx.ahead.is_some()
             || tx.file_left == 0
             || !self.pool.waiters.is_empty()
@@ -253,7 +254,9 @@ impl<E: Engine> Worker<E> {
             // The file system wants a stricter alignment than DIRECT_ALIGN:
             // read this file through the page cache after all.
             warn_direct(&std::io::Error::from_raw_os_error(libc::EINVAL));
-            if fs::set_direct(file, false).is_err() {
+            if tx.route == Route::Shm {
+                tx.reopen = super::Reopen::Refused;
+            } else if fs::set_direct(file, false).is_err() {
                 self.abort(slot);
                 return;
             }
@@ -291,7 +294,7 @@ impl<E: Engine> Worker<E> {
         // copy; the socket is non-blocking and the range is cached, so it
         // cannot wait), and keep the buffer's copy only for what the socket
         // would not take now, or for pages reclaimed in between.
-        let cached = tx.route != Route::Buffer
+        let cached = !matches!(tx.route, Route::Buffer | Route::Shm)
             && tx.direct != Direct::On
             && fs::range_cached(file, start, got as u64) == Some(true);
         if cached && !self.sendfile_read(slot, file, start, got as u64) {

@@ -105,11 +105,13 @@ pub(super) struct Fixed {
 }
 
 impl<E: Engine> Worker<E> {
-    pub(super) fn new(mut ctx: WorkerContext, io: E) -> Result<Worker<E>, String> {
+    pub(super) fn new(
+        mut ctx: WorkerContext,
+        io: E,
+        pool: super::pool::Pool,
+    ) -> Result<Worker<E>, String> {
         let max_conns = ctx.cfg.max_connections_per_worker();
         let listeners = std::mem::take(&mut ctx.listeners);
-        let pool =
-            super::pool::Pool::new(ctx.cfg.max_inflight as usize, ctx.cfg.chunk_size as usize);
         let root = ctx.cfg.root.clone();
         let mut w = Worker {
             io,

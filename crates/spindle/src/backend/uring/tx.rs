@@ -10,7 +10,7 @@ use spindle_core::Response;
 use super::h2::Proto;
 use super::read::go_direct;
 use super::ring::Op;
-use super::{Direct, HeadAt, Mapping, Route, Tx, Wait, Worker, SENDFILE_MIN};
+use super::{Direct, HeadAt, Mapping, Reopen, Route, Tx, Wait, Worker, SENDFILE_MIN};
 use crate::config::{Cap, FirstMiss};
 use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
@@ -59,6 +59,25 @@ enum Probe {
     WentOn,
 }
 
+/// The descriptor `Route::Shm` reads `file` with: its `O_DIRECT` reopen,
+/// made at the first read (then every read is in whole aligned blocks),
+/// or `file` itself where the file system refuses `O_DIRECT`.
+fn shm_read_fd(file: RawFd, tx: &mut Tx) -> RawFd {
+    if let Reopen::Untried = tx.reopen {
+        tx.reopen = match crate::io::shm::reopen_direct(file) {
+            Some(d) => {
+                tx.direct = Direct::On;
+                Reopen::Direct(d)
+            }
+            None => Reopen::Refused,
+        };
+    }
+    match &tx.reopen {
+        Reopen::Direct(d) => d.as_raw_fd(),
+        _ => file,
+    }
+}
+
 /// Says once per process that a file could not be mapped for `mincore`,
 /// so that large misses are read into buffers instead.
 fn warn_unmappable(e: &std::io::Error) {
@@ -98,6 +117,7 @@ impl<E: Engine> Worker<E> {
         }
         let zero_copy = self.serve.ctx.cfg.sendfile;
         let buffers = self.serve.ctx.cfg.backend.has(Cap::Buffers);
+        let shm = self.pool.file_at(0, 0).is_some();
         let now = self.now;
         let rate = self.serve.rate;
         let c = self.conns.live_at(slot);
@@ -117,7 +137,9 @@ impl<E: Engine> Worker<E> {
             file_off,
             file_left,
             body_sent: 0,
-            route: if !buffers {
+            route: if shm {
+                Route::Shm
+            } else if !buffers {
                 Route::Blocking
             } else if file_left < SENDFILE_MIN || tls || !zero_copy {
                 Route::Buffer
@@ -143,6 +165,7 @@ impl<E: Engine> Worker<E> {
             rate,
             held: None,
             iov: Vec::new(),
+            reopen: Reopen::Untried,
         });
         self.pump(slot);
     }
@@ -276,11 +299,20 @@ impl<E: Engine> Worker<E> {
             }
             None => p.len(),
         };
-        let sub = Sub::Send {
-            fd,
-            buf: p.as_ptr(),
-            len: len as u32,
-            flags: libc::MSG_NOSIGNAL | more,
+        let sub = match self.pool.file_at(b, tx.buf_pos) {
+            // A slot of the shared-memory file: by page reference.
+            Some((file, off)) => Sub::SendFile {
+                fd,
+                file,
+                off,
+                len: len as u32,
+            },
+            None => Sub::Send {
+                fd,
+                buf: p.as_ptr(),
+                len: len as u32,
+                flags: libc::MSG_NOSIGNAL | more,
+            },
         };
         self.push_conn(slot, Op::Send, sub);
         self.read_ahead(slot);
@@ -299,7 +331,7 @@ impl<E: Engine> Worker<E> {
         let c = self.conns.live_at(slot);
         let tx = c.tx.as_mut().expect("response in progress");
         debug_assert!(tx.route != Route::Sendfile || (tx.direct != Direct::On && tx.buf.is_none()));
-        if tx.route == Route::Blocking {
+        if matches!(tx.route, Route::Blocking | Route::Shm) {
             return self.send_ready(slot);
         }
         if tx.route == Route::Sendfile {
@@ -361,9 +393,13 @@ impl<E: Engine> Worker<E> {
             },
         };
         let c = self.conns.live_at(slot);
-        let file = c.file.as_ref().expect("file for body").as_raw_fd();
+        let mut file = c.file.as_ref().expect("file for body").as_raw_fd();
         let tx = c.tx.as_mut().expect("tx");
         tx.buf = Some(b);
+        if tx.route == Route::Shm {
+            file = shm_read_fd(file, tx);
+            self.pool.rewrite(b);
+        }
         if tx.direct == Direct::FirstUse {
             if auto && tx.file_left > chunk as u64 {
                 // Several chunks to go: through the page cache after all,
