@@ -1,6 +1,6 @@
 //! How fast a 100 KiB response body becomes TLS records, two ways:
 //!
-//! - `rustls`: what the backends do today (`backend/uring/tls.rs`): the
+//! - `rustls`: what the backends do today (`worker/tls.rs`): the
 //!   body is written to a buffered `ServerConnection` in 64 KiB steps
 //!   (`writer().write_all`, which copies it into rustls's queue) and the
 //!   records are taken out by `write_tls` (another copy, into the send
@@ -30,7 +30,7 @@ use spindle::tlsrec::{record_config, RecordLayout, RecordSlot, TlsLink};
 
 /// The response body.
 const BODY: usize = 100 * 1024;
-/// Plaintext per `write_all`, as `backend/uring/tls.rs` does.
+/// Plaintext per `write_all`, as `worker/tls.rs` does.
 const ENCRYPT_STEP: usize = 64 * 1024;
 /// Time each measurement runs.
 const RUN: Duration = Duration::from_millis(1500);

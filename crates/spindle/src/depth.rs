@@ -1,7 +1,7 @@
 //! How many disk reads to keep in flight on one device: found while
 //! serving, by measurement, the way a congestion controller finds a
 //! network path's window. No I/O here; the io-uring backend feeds it
-//! (`backend/uring/disk.rs`).
+//! (`worker/disk.rs`).
 //!
 //! Why not a fixed number: the best depth differs from device to device. A
 //! seek-bound disk behind an elevator gains from depth (more reads to pick

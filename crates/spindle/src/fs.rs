@@ -99,9 +99,8 @@ impl Root {
         &self.path
     }
 
-    /// Opens `rel` beneath the root, synchronously. Used by the epoll
-    /// backends; the io_uring backend issues the same `openat2` through its
-    /// ring.
+    /// Opens `rel` beneath the root, synchronously (the worker issues
+    /// the same `openat2` as an operation of its engine).
     pub fn open_beneath(&self, rel: &CStr) -> io::Result<OwnedFd> {
         let how = open_how();
         // SAFETY: `rel` is a NUL-terminated string and `how` a live struct of

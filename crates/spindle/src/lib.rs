@@ -72,3 +72,4 @@ pub mod server;
 pub mod sys;
 pub mod tls;
 pub mod tlsrec;
+pub mod worker;

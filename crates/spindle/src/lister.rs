@@ -9,7 +9,7 @@
 //! and `fstat` its entries and render the listing with the core's
 //! [`listing::render`]. The result comes back through the worker's
 //! mailbox (`crate::jobs`): a queue and an eventfd the worker's loop waits on (a ring
-//! `READ` on io-uring, the epoll set otherwise).
+//! `READ` of it, on either engine).
 //!
 //! Each worker keeps the listings it rendered in a small cache
 //! ([`Lists`]: [`CACHE_ENTRIES`] listings, [`CACHE_BYTES`] of them, oldest

@@ -24,7 +24,7 @@
 //! No I/O: the caller appends what it received to an
 //! input buffer, calls [`TlsLink::receive`], and sends what was appended to
 //! its output buffer (and the records it sealed in place), in order. Both
-//! an io_uring completion loop and an epoll loop can drive it.
+//! any event loop can drive it.
 //!
 //! **Invariant (the caller's):** records reach the socket in the order
 //! they were sealed, whether sealed in place or appended to an output

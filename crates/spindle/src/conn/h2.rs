@@ -80,7 +80,7 @@ impl<C> Proto<C> {
     }
 }
 
-/// An HTTP/2 connection on either loop: its link, whether it ends once
+/// An HTTP/2 connection: its link, whether it ends once
 /// what is framed is out (GOAWAY was sent, or the drain finished its
 /// streams), the clock of its flood budgets, and `out`, the loop's own
 /// part (the frames on their way to the socket).
@@ -319,13 +319,6 @@ impl H2Link {
     /// The slots of every stream (to abort them when the connection goes).
     pub fn slots(&self) -> Vec<Ticket> {
         self.streams.values().map(|s| s.slot).collect()
-    }
-
-    /// The stream holds bytes taken with [`Wrote::Later`]: a loop that
-    /// writes synchronously (epoll) stops writing it until `fill` reports
-    /// them framed.
-    pub fn stream_owes(&self, stream_id: u32) -> bool {
-        self.streams.get(&stream_id).is_some_and(|s| s.owed > 0)
     }
 
     /// Whether received bytes wait for `feed` beyond [`MAX_UNFED`].

@@ -24,7 +24,7 @@ pub enum Phase {
     /// Write side shut; reading and discarding until EOF or timeout.
     Lingering,
     /// Waiting for operations in flight to end before the socket is
-    /// closed (the io-uring loop; the epoll loop closes at once).
+    /// closed.
     Closing,
 }
 
@@ -228,11 +228,6 @@ impl Life {
     /// A response's transmission starts.
     pub fn sending(&mut self, ctx: &WorkerContext, now: Instant) {
         self.phase = Phase::Sending;
-        self.deadline = now + ctx.cfg.send_timeout;
-    }
-
-    /// Bytes of the response went out: the send timeout starts again.
-    pub fn progressed(&mut self, ctx: &WorkerContext, now: Instant) {
         self.deadline = now + ctx.cfg.send_timeout;
     }
 

@@ -1,5 +1,5 @@
 //! The connection layer: a connection's life above the protocol core and
-//! below the event loops, written once for both loops.
+//! below the worker's I/O (`crate::worker`).
 //!
 //! ```text
 //!  spindle-core     Session: bytes in, Steps out (no I/O)
@@ -7,21 +7,21 @@
 //!                   Serving: caches and admission, listings, finishing a
 //!                   response, reload, the timeout sweep, new connections
 //!                   Slots: connection slots and generations (Tickets)
-//!  backend          a loop: io-uring's ring, or epoll and a Mover; it owns
-//!                   the sockets, files and buffers, and does what conn says
+//!  worker           one per thread, on an engine (io_uring or epoll); it
+//!                   owns the sockets, files and buffers, does what conn says
 //! ```
 //!
 //! The steps between (drive, open, list, authenticate, TLS input, a
 //! response's end, the tick, HTTP/2's glue) are written once here as
-//! [`Steps`] and [`StreamSteps`], over each loop's [`Transport`].
+//! [`Steps`] and [`StreamSteps`], over the worker's [`Transport`].
 //!
-//! A loop keeps a connection as its own struct holding a [`Life`]
-//! beside what only that loop needs (operations in flight, TLS records,
+//! The worker keeps a connection as its own struct holding a [`Life`]
+//! beside what only it needs (operations in flight, TLS records,
 //! the response's buffers). It asks [`Life::next`] what to do, does it
 //! (arm a receive, open, transmit, close), and reports back through
 //! [`Serving`]: `lookup` and `opened` for a path, `list` for a directory,
 //! `finished` when a response's last byte is out, `sweep` on its tick.
-//! The loop never decides HTTP, caching, logging or timeouts itself.
+//! The worker never decides HTTP, caching, logging or timeouts itself.
 //!
 //! See ARCHITECTURE.md ("The connection layer") for how HTTP/2's streams
 //! fit: one `Life` per connection, one exchange per stream.

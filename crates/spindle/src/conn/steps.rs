@@ -1,19 +1,19 @@
-//! A request's steps, written once for both event loops: what the
+//! A request's steps, written once above the worker's I/O: what the
 //! session asks for next (receive, open, authenticate, list, respond,
 //! close) and where each answer leads (the open-file cache or an open,
 //! a listing, a password check, the reply); an HTTPS connection's input;
 //! a response's end (the next multipart part, the log line); the
 //! timers' tick. HTTP/2's glue is in `conn::streams`.
 //!
-//! A loop implements [`Transport`]: what only it can do for a connection
+//! The worker implements [`Transport`]: what only it can do for a connection
 //! (receive, start an open, transmit a reply, wait for the helpers,
 //! close, end a response's buffers, write out records or frames), each a
 //! primitive that knows nothing of HTTP, and [`Connection`], what the
 //! steps read of its connection. It gets [`Steps`] for nothing, and calls
 //! [`Steps::drive`] whenever a connection may go on: after it was
-//! accepted, after bytes arrived, after a response was finished. What
-//! stays the loop's own is the body's path (`start_tx` and `pump` in
-//! each loop).
+//! accepted, after bytes arrived, after a response was finished. The
+//! body's path is the worker's (`start_tx` and `pump` in `worker/tx.rs`),
+//! the same for every backend.
 
 use std::os::fd::RawFd;
 use std::time::Instant;
@@ -66,22 +66,15 @@ pub trait Transport {
     /// The loop reads a file's first use with `O_DIRECT` (see
     /// [`Serving::opened`]).
     fn direct_reads(&self) -> bool;
-    /// Input one connection may take in one drive before the others get
-    /// theirs (a loop that receives in place; see
-    /// [`Transport::receive_for`]).
-    const RECEIVE_TURN: usize;
 
     /// The worker's serving state and its connections, borrowed apart.
     fn parts(&mut self) -> (&mut Serving, &mut Slots<Self::Conn>);
     /// The loop's time.
     fn now(&self) -> Instant;
 
-    /// The session wants more input. `true`: bytes (or the end) were
-    /// taken now, within `budget`, which they use up: ask the session
-    /// again. `false`: the receive goes on without the caller (armed, or
-    /// waiting for readiness, or the budget is spent and the connection
-    /// queued for another turn, or the connection is gone).
-    fn receive_for(&mut self, who: Ticket, budget: &mut usize) -> bool;
+    /// The session wants more input: a receive is armed, and its
+    /// completion drives the connection again.
+    fn receive(&mut self, who: Ticket);
     /// Opens a path the open-file cache did not have: `Some` with its
     /// result when done at once, `None` when the loop reports it later
     /// (then through [`Steps::opened`]; the connection is `Opening`).
@@ -147,33 +140,26 @@ fn in_memory(resp: spindle_core::Response) -> Reply {
 pub trait Steps: Transport {
     /// Asks the session what to do next, and starts doing it.
     fn drive(&mut self, who: Ticket) {
-        let mut budget = Self::RECEIVE_TURN;
-        loop {
-            let now = self.now();
-            let (serve, conns) = self.parts();
-            let c = conns.get(who).expect("live connection");
-            if c.is_h2() {
-                // Its streams are driven each in its own slot.
-                return self.h2_turn(who);
-            }
-            let (stream, tls) = (c.is_stream(), c.tls_handshaking());
-            let next = c.life_mut().next(&serve.ctx, now, serve.draining, tls);
-            if stream && matches!(next, Next::Receive | Next::Close { .. }) {
-                // A stream's session had its whole request; after its
-                // response it is over.
-                return self.abort_slot(who);
-            }
-            match next {
-                Next::Receive => {
-                    if !self.receive_for(who, &mut budget) {
-                        return;
-                    }
-                }
-                Next::Open(req) => return self.open_step(who, req),
-                Next::Authenticate(check) => return self.auth_step(who, check),
-                Next::Respond(resp) => return self.transmit(who, in_memory(resp)),
-                Next::Close { linger } => return self.close_conn(who, linger),
-            }
+        let now = self.now();
+        let (serve, conns) = self.parts();
+        let c = conns.get(who).expect("live connection");
+        if c.is_h2() {
+            // Its streams are driven each in its own slot.
+            return self.h2_turn(who);
+        }
+        let (stream, tls) = (c.is_stream(), c.tls_handshaking());
+        let next = c.life_mut().next(&serve.ctx, now, serve.draining, tls);
+        if stream && matches!(next, Next::Receive | Next::Close { .. }) {
+            // A stream's session had its whole request; after its
+            // response it is over.
+            return self.abort_slot(who);
+        }
+        match next {
+            Next::Receive => self.receive(who),
+            Next::Open(req) => self.open_step(who, req),
+            Next::Authenticate(check) => self.auth_step(who, check),
+            Next::Respond(resp) => self.transmit(who, in_memory(resp)),
+            Next::Close { linger } => self.close_conn(who, linger),
         }
     }
 

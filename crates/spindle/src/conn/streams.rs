@@ -1,5 +1,5 @@
 //! HTTP/2's glue between a connection and its stream slots, written once
-//! for both loops (`conn::h2` has the design): a connection turns HTTP/2,
+//! (`conn::h2` has the design): a connection turns HTTP/2,
 //! its input becomes streams, each stream slot's head goes to the link,
 //! its end to END_STREAM, and the drain sends GOAWAY. Writing the frames
 //! out is the loop's ([`Transport::h2_output`]).

@@ -3,13 +3,12 @@
 //! A slot is a connection's index in the table; its generation tells
 //! this connection from the earlier ones that had the same slot. A
 //! [`Ticket`] names both, so that anything that outlives a step of the
-//! connection (a ring completion, an epoll token, a listing job, a
+//! connection (an operation's completion, a listing job, a
 //! throttled response waiting for the tick) finds its connection again
 //! or finds it gone, never a stranger in its slot.
 //!
-//! **Invariant:** a generation is never 0 and stays below 2^31, so a
-//! ticket packs into 63 bits (the epoll loop keeps the top bit of its
-//! tokens for listeners) and the io-uring loop's 32-bit field.
+//! **Invariant:** a generation is never 0 and stays below 2^31, so it
+//! fits the 32 bits an operation's user data gives it (`worker::ring::ud`).
 
 /// Generations wrap below this.
 const MAX_GEN: u32 = (1 << 31) - 1;

@@ -1,4 +1,4 @@
-//! A connection's TLS, for both loops: the record layer of `tlsrec`
+//! A connection's TLS: the record layer of `tlsrec`
 //! (rustls's handshake, then records of spindle's own), the ciphertext it
 //! has not read yet, and the sinks that frame plaintext into records.
 //!

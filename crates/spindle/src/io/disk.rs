@@ -24,8 +24,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 
-use super::poll::{Disk, DiskOp};
+use super::poll::Disk;
 use super::Cqe;
+use super::DiskOp;
 
 /// Stack of an I/O thread: it only opens and reads into the worker's buffers.
 const IO_THREAD_STACK: usize = 128 * 1024;
@@ -349,7 +350,9 @@ impl Disk for Threads {
             _ => {
                 // SAFETY: passed on from the caller.
                 let p = unsafe { read_from(op, 0, true) };
-                if p.stop == Some(libc::EAGAIN) {
+                // EOPNOTSUPP: the file system cannot say (FUSE, some
+                // network file systems); the thread reads.
+                if matches!(p.stop, Some(libc::EAGAIN | libc::EOPNOTSUPP)) {
                     return self.hand_over(op, p.got, user_data);
                 }
                 done.push_back((user_data, result(p), 0));

@@ -2,7 +2,7 @@
 //! enum ([`Sub`]), and the engines that carry them out and report their
 //! completions as io_uring does (user data, result, flags). It knows
 //! nothing of HTTP, connections or files served (TigerBeetle's
-//! `src/io/linux.zig` is the model): the worker (`backend::uring`) says
+//! `src/io/linux.zig` is the model): the worker (`crate::worker`) says
 //! what to do with which memory, and reads back what happened.
 //!
 //! - [`ring::Ring`]: the operations go to an io_uring (the default).
@@ -59,26 +59,8 @@ pub enum Sub {
         fd: i32,
         multishot: bool,
     },
-    /// `openat2` beneath `dir`.
-    OpenAt2 {
-        dir: i32,
-        path: *const libc::c_char,
-        how: *const libc::open_how,
-    },
-    /// A read of a file at `off` (a disk read).
-    Read {
-        fd: i32,
-        buf: *mut u8,
-        len: u32,
-        off: u64,
-    },
-    /// A vectored read of a file at `off` (a disk read).
-    Readv {
-        fd: i32,
-        iov: *const libc::iovec,
-        n: u32,
-        off: u64,
-    },
+    /// An open or a read of a file: what may wait for the disk.
+    Disk(DiskOp),
     /// A read of an eventfd, once it has something to read.
     ReadEvent {
         fd: i32,
@@ -135,6 +117,31 @@ pub enum Sub {
     /// Ends the timeout with this user data.
     TimeoutRemove {
         target: u64,
+    },
+}
+
+/// An operation that may wait for the disk.
+#[derive(Debug, Clone, Copy)]
+pub enum DiskOp {
+    /// `openat2` beneath `dir`.
+    Open {
+        dir: i32,
+        path: *const libc::c_char,
+        how: *const libc::open_how,
+    },
+    /// A read of a file at `off`.
+    Read {
+        fd: i32,
+        buf: *mut u8,
+        len: u32,
+        off: u64,
+    },
+    /// A vectored read of a file at `off`.
+    Readv {
+        fd: i32,
+        iov: *const libc::iovec,
+        n: u32,
+        off: u64,
     },
 }
 

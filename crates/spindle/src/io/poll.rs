@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-use super::{Cqe, Engine, RecvBufs, Sub, BUFFER_SHIFT, F_BUFFER, F_MORE};
+use super::{Cqe, DiskOp, Engine, RecvBufs, Sub, BUFFER_SHIFT, F_BUFFER, F_MORE};
 
 /// Most completions one readiness event yields for one multishot
 /// operation (accept, receive), so that one busy socket cannot hold the
@@ -26,28 +26,6 @@ use super::{Cqe, Engine, RecvBufs, Sub, BUFFER_SHIFT, F_BUFFER, F_MORE};
 pub const BURST: usize = 16;
 /// epoll events taken per wait.
 pub const EVENTS: usize = 256;
-
-/// A disk operation, as [`Sub`] carries it.
-#[derive(Debug, Clone, Copy)]
-pub enum DiskOp {
-    Open {
-        dir: i32,
-        path: *const libc::c_char,
-        how: *const libc::open_how,
-    },
-    Read {
-        fd: i32,
-        buf: *mut u8,
-        len: u32,
-        off: u64,
-    },
-    Readv {
-        fd: i32,
-        iov: *const libc::iovec,
-        n: u32,
-        off: u64,
-    },
-}
 
 /// How a [`Poll`] engine does disk operations.
 pub trait Disk {
@@ -515,21 +493,8 @@ impl<D: Disk> Poll<D> {
             Sub::SendFile { fd, file, off, len } => {
                 self.send(fd, ud, Out::SendFile { file, off, len })
             }
-            Sub::OpenAt2 { dir, path, how } => {
-                let op = DiskOp::Open { dir, path, how };
-                // SAFETY: passed on from the caller.
-                unsafe { self.disk.submit(op, ud, &mut self.done) };
-            }
-            Sub::Read { fd, buf, len, off } => {
-                let op = DiskOp::Read { fd, buf, len, off };
-                // SAFETY: passed on from the caller.
-                unsafe { self.disk.submit(op, ud, &mut self.done) };
-            }
-            Sub::Readv { fd, iov, n, off } => {
-                let op = DiskOp::Readv { fd, iov, n, off };
-                // SAFETY: passed on from the caller.
-                unsafe { self.disk.submit(op, ud, &mut self.done) };
-            }
+            // SAFETY: passed on from the caller.
+            Sub::Disk(op) => unsafe { self.disk.submit(op, ud, &mut self.done) },
             Sub::Nop => self.complete(ud, 0, 0),
             Sub::Shutdown { fd, how } => {
                 // SAFETY: plain syscall on the worker's descriptor.

@@ -4,7 +4,7 @@
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::{Cqe, Engine, RecvBufs, Sub};
+use super::{Cqe, DiskOp, Engine, RecvBufs, Sub};
 
 /// The buffer group of the receive buffers.
 const BGID: u16 = 0;
@@ -125,13 +125,13 @@ fn entry(sub: Sub, recv_size: u32) -> squeue::Entry {
             .build()
             .flags(squeue::Flags::BUFFER_SELECT),
         // `types::OpenHow` is `open_how` under a transparent wrapper.
-        Sub::OpenAt2 { dir, path, how } => {
+        Sub::Disk(DiskOp::Open { dir, path, how }) => {
             opcode::OpenAt2::new(types::Fd(dir), path, how.cast::<types::OpenHow>()).build()
         }
-        Sub::Read { fd, buf, len, off } => opcode::Read::new(types::Fd(fd), buf, len)
+        Sub::Disk(DiskOp::Read { fd, buf, len, off }) => opcode::Read::new(types::Fd(fd), buf, len)
             .offset(off)
             .build(),
-        Sub::Readv { fd, iov, n, off } => opcode::Readv::new(types::Fd(fd), iov, n)
+        Sub::Disk(DiskOp::Readv { fd, iov, n, off }) => opcode::Readv::new(types::Fd(fd), iov, n)
             .offset(off)
             .build(),
         Sub::ReadEvent { fd, buf } => opcode::Read::new(types::Fd(fd), buf, 8).build(),

@@ -214,3 +214,9 @@ pub fn aio_setup_error(e: std::io::Error) -> String {
         _ => format!("io_setup: {e}"),
     }
 }
+
+/// Checks that native AIO and a buffer file in /dev/shm are available.
+pub fn probe() -> Result<(), String> {
+    linux_aio::Context::new(1).map_err(aio_setup_error)?;
+    Shm::new(crate::fs::DIRECT_ALIGN, usize::MAX).map(drop)
+}

@@ -1,6 +1,6 @@
-//! HTTPS on the ring: a connection's TLS (`conn::tls`: rustls's handshake,
-//! then spindle's own records), fed by the ring's `RECV`s and drained by
-//! its `SEND`s.
+//! HTTPS: a connection's TLS (`conn::tls`: rustls's handshake, then
+//! spindle's own records), fed by the engine's `RECV`s and drained by its
+//! `SEND`s (on either engine: the ring's, or epoll's for posix-aio).
 //!
 //! The TLS layer does no I/O: ciphertext goes in from the receive buffer a
 //! `RECV` filled, and records come out into a buffer a `SEND` then sends,
@@ -21,8 +21,7 @@
 //! keep-alive, shutdown) sends close_notify before its `SHUTDOWN`, so that
 //! a client can tell the end of the stream from a cut (RFC 8446 §6.1).
 //!
-//! The epoll loop's HTTPS (posix-aio) is `backend/epoll/tls.rs`. Not yet:
-//! kTLS.
+//! Not yet: kTLS.
 
 use crate::io::Engine;
 use std::sync::Arc;

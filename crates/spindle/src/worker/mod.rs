@@ -1,16 +1,20 @@
-//! The io_uring backend (the default).
+//! The worker: one per thread, for every backend.
 //!
-//! One ring per worker thread, and every operation goes through it:
+//! It says what to do as typed operations (`crate::io::Sub`) and reacts
+//! to their completions; an engine carries them out (`crate::io`). On the
+//! ring (`io-uring`, the default) every operation goes through io_uring:
 //! multishot `ACCEPT` on the worker's `SO_REUSEPORT` sockets, multishot
 //! `RECV` into a provided-buffer ring (so an idle connection holds no
-//! receive buffer, and a request costs no new receive SQE),
-//! `OPENAT2` beneath the root, `READ` of file chunks, `SEND`, `SHUTDOWN`,
-//! `CLOSE`, and a `TIMEOUT` tick that drives the connection timers. The
-//! worker sleeps only in `io_uring_enter`, so it never blocks on the disk:
-//! a read of cached pages completes inline during submission, and a read
+//! receive buffer, and a request costs no new receive SQE), `OPENAT2`
+//! beneath the root, `READ` of file chunks, `SEND`, `SHUTDOWN`, `CLOSE`,
+//! and a `TIMEOUT` tick that drives the connection timers. The worker
+//! sleeps only in `io_uring_enter`, so it never blocks on the disk: a
+//! read of cached pages completes inline during submission, and a read
 //! that misses the page cache is completed by the kernel's async
 //! buffered-read path (or an io-wq thread, capped at `--max-inflight`),
-//! while the loop keeps serving other connections.
+//! while the loop keeps serving other connections. The seed backends run
+//! the same worker on epoll (`crate::io::poll`), each with its own way to
+//! do disk work (`crate::backend` has the table).
 //!
 //! Data path (docs/decisions.md has the measurements): a cached file of at
 //! most 16 KiB goes out with its head in one `SEND` from the open-file
@@ -31,9 +35,9 @@
 //! completion; the worker returns only when no operation is in flight.
 //!
 //! What a connection does above its bytes is the connection layer's
-//! ([`crate::conn`]), shared with the epoll loop. Where things are here:
+//! ([`crate::conn`]). Where things are here:
 //! this file holds the state (the worker, its connections and their
-//! responses, the chunk buffers); `ring.rs` sets the ring up and
+//! responses, the chunk buffers); `ring.rs` sets the worker up and
 //! dispatches each completion; `accept.rs` accepts; `conn.rs` does for a
 //! connection what the ring must (receive, opens, lingering close, the
 //! tick);
@@ -164,7 +168,7 @@ impl Tx {
     }
 
     /// Stops waiting for `what`: `true` if it was (then the caller
-    /// pumps it on), as epoll's `Tx::wake`.
+    /// pumps it on).
     fn wake(&mut self, what: Wait) -> bool {
         if self.wait != what {
             return false;

@@ -7,7 +7,7 @@ use crate::io::Engine;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
-use crate::io::Sub;
+use crate::io::{DiskOp, Sub};
 
 use super::ring::Op;
 use super::{Ahead, Direct, HeadAt, Route, Tx, Wait, Worker, HEAD_RESERVE};
@@ -164,12 +164,12 @@ impl<E: Engine> Worker<E> {
     ) {
         let dst =
             self.pool.bufs[b as usize].get_mut()[HEAD_RESERVE..HEAD_RESERVE + len].as_mut_ptr();
-        let sub = Sub::Read {
+        let sub = Sub::Disk(DiskOp::Read {
             fd: file,
             buf: dst,
             len: len as u32,
             off: offset,
-        };
+        });
         self.push_disk_read(slot, op, sub);
     }
 
@@ -470,12 +470,12 @@ impl<E: Engine> Worker<E> {
         let tx = c.tx.as_ref().expect("response in progress");
         let offset = tx.file_off / page * page;
         let dst = self.fixed.page_sink.as_mut_ptr();
-        let sub = Sub::Read {
+        let sub = Sub::Disk(DiskOp::Read {
             fd: file,
             buf: dst,
             len: page as u32,
             off: offset,
-        };
+        });
         self.conn(slot).disk_at = self.now;
         self.serve.ctx.metrics.disk_read(ReadMode::PageCache);
         self.push_conn(slot, Op::PageWait, sub);

@@ -13,7 +13,7 @@ use crate::conn::policy::LINGER_MAX_BYTES;
 use crate::conn::StreamSteps;
 use crate::conn::{Connection, Found, Phase, Reply, Steps, Ticket, Transport};
 use crate::fs;
-use crate::io::{Engine, Sub};
+use crate::io::{DiskOp, Engine, Sub};
 use crate::metrics::Timeout;
 use crate::net;
 
@@ -397,8 +397,6 @@ impl<E: Engine> Transport for Worker<E> {
     fn direct_reads(&self) -> bool {
         self.serve.ctx.cfg.backend.has(Cap::FirstMiss)
     }
-    /// Unused: a receive is armed, and its completion drives again.
-    const RECEIVE_TURN: usize = 0;
 
     fn parts(&mut self) -> (&mut crate::conn::Serving, &mut crate::conn::Slots<Conn>) {
         (&mut self.serve, &mut self.conns)
@@ -408,9 +406,8 @@ impl<E: Engine> Transport for Worker<E> {
         self.now
     }
 
-    fn receive_for(&mut self, who: Ticket, _budget: &mut usize) -> bool {
+    fn receive(&mut self, who: Ticket) {
         self.arm_recv(who.slot);
-        false
     }
 
     /// An asynchronous `OPENAT2` beneath the root.
@@ -434,11 +431,11 @@ impl<E: Engine> Transport for Worker<E> {
         self.push_conn(
             slot,
             Op::Open,
-            Sub::OpenAt2 {
+            Sub::Disk(DiskOp::Open {
                 dir: root,
                 path,
                 how,
-            },
+            }),
         );
         self.arm_recv(slot);
         None

@@ -18,7 +18,7 @@ use crate::conn::Phase;
 use crate::conn::Steps;
 use crate::conn::StreamSteps;
 use crate::fs;
-use crate::io::Sub;
+use crate::io::{DiskOp, Sub};
 use crate::net;
 use crate::sys::{self, Stop};
 use crate::tlsrec::RecordLayout;
@@ -508,12 +508,12 @@ impl<E: Engine> Worker<E> {
         // The iovecs live in the response's `iov` (its heap block does not
         // move) and point into the pool's buffer, both untouched until the
         // READV completes.
-        let sub = Sub::Readv {
+        let sub = Sub::Disk(DiskOp::Readv {
             fd: file,
             iov: tx.iov.as_ptr(),
             n: tx.iov.len() as u32,
             off: offset,
-        };
+        });
         self.push_disk_read(slot, Op::Read, sub);
     }
 
