@@ -84,12 +84,6 @@ struct Waiting {
     mask: u32,
 }
 
-/// The operations pushed after a linked one, held until it completes.
-enum Link {
-    Clear,
-    Waiting { on: u64, held: Vec<(Sub, u64)> },
-}
-
 pub struct Poll<D: Disk> {
     ep: OwnedFd,
     fds: HashMap<RawFd, Waiting>,
@@ -101,7 +95,10 @@ pub struct Poll<D: Disk> {
     recv_size: usize,
     free: Vec<u16>,
     disk: D,
-    link: Link,
+    /// A linked operation still waiting: the next push waits for it.
+    link: Option<u64>,
+    /// Operations held until the linked one before them (the key) ends.
+    held: HashMap<u64, (Sub, u64)>,
     /// Held operations whose link completed, to push.
     released: Vec<(Sub, u64)>,
     events: Vec<libc::epoll_event>,
@@ -144,7 +141,8 @@ impl<D: Disk> Poll<D> {
             recv_size: recv.size,
             free: (0..recv.count).rev().collect(),
             disk,
-            link: Link::Clear,
+            link: None,
+            held: HashMap::new(),
             released: Vec::new(),
             events: vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS],
         };
@@ -175,10 +173,8 @@ impl<D: Disk> Poll<D> {
         if flags & F_MORE != 0 {
             return;
         }
-        if matches!(self.link, Link::Waiting { on, .. } if on == user_data) {
-            if let Link::Waiting { held, .. } = std::mem::replace(&mut self.link, Link::Clear) {
-                self.released.extend(held);
-            }
+        if let Some(next) = self.held.remove(&user_data) {
+            self.released.push(next);
         }
     }
 
@@ -572,9 +568,11 @@ impl<D: Disk> Poll<D> {
 
 impl<D: Disk> Engine for Poll<D> {
     unsafe fn push(&mut self, sub: Sub, user_data: u64) {
-        if let Link::Waiting { held, .. } = &mut self.link {
-            held.push((sub, user_data));
-            return;
+        if let Some(on) = self.link.take() {
+            if self.place.contains_key(&on) {
+                self.held.insert(on, (sub, user_data));
+                return;
+            }
         }
         // SAFETY: passed on from the caller.
         unsafe { self.start(sub, user_data) };
@@ -584,12 +582,9 @@ impl<D: Disk> Engine for Poll<D> {
     unsafe fn push_linked(&mut self, sub: Sub, user_data: u64) {
         // SAFETY: passed on from the caller.
         unsafe { self.push(sub, user_data) };
-        if self.place.contains_key(&user_data) && matches!(self.link, Link::Clear) {
-            self.link = Link::Waiting {
-                on: user_data,
-                held: Vec::new(),
-            };
-        }
+        // Only the next operation waits for it (io_uring's link), and only
+        // if it still waits itself.
+        self.link = self.place.contains_key(&user_data).then_some(user_data);
     }
 
     fn wait(&mut self, out: &mut Vec<Cqe>) -> Result<(), String> {
@@ -597,11 +592,14 @@ impl<D: Disk> Engine for Poll<D> {
             let now = Instant::now();
             self.fire_timers(now);
             self.push_released();
-            if !self.done.is_empty() {
-                out.extend(self.done.drain(..));
-                return Ok(());
-            }
-            let timeout = self.timeout_ms(now);
+            // Readiness is looked at on every turn, even with completions
+            // ready (a response that yields with a NOP must not starve
+            // the sockets), without waiting then.
+            let timeout = if self.done.is_empty() {
+                self.timeout_ms(now)
+            } else {
+                0
+            };
             // SAFETY: `events` holds EVENTS entries for the kernel to fill.
             let n = unsafe {
                 libc::epoll_wait(
@@ -630,6 +628,11 @@ impl<D: Disk> Engine for Poll<D> {
                     self.ready(fd, ev.events);
                 }
             }
+            self.push_released();
+            if !self.done.is_empty() {
+                out.extend(self.done.drain(..));
+                return Ok(());
+            }
         }
     }
 
@@ -640,5 +643,142 @@ impl<D: Disk> Engine for Poll<D> {
     fn provide(&mut self, bid: u16) {
         debug_assert!(!self.free.contains(&bid), "receive buffer given back twice");
         self.free.push(bid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::disk::Inline;
+
+    const BUFS: RecvBufs = RecvBufs {
+        count: 4,
+        size: 4096,
+    };
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: socketpair(2) fills the two-element array.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0);
+        // SAFETY: two new descriptors nothing else owns.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    /// Completions until `n` have come (each wait returns some).
+    fn take(p: &mut Poll<Inline>, n: usize) -> Vec<Cqe> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            p.wait(&mut out).unwrap();
+        }
+        out
+    }
+
+    fn drain(fd: RawFd) -> usize {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n = 0;
+        loop {
+            // SAFETY: reads into a live buffer of its length.
+            let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if r <= 0 {
+                return n;
+            }
+            n += r as usize;
+        }
+    }
+
+    #[test]
+    fn a_link_holds_the_next_operation_only() {
+        let mut p = Poll::new(BUFS, Inline).unwrap();
+        let (a, b) = pair();
+        let fill = vec![7u8; 1 << 16];
+        // SAFETY: sends from a live buffer until the socket is full.
+        while unsafe { libc::send(a.as_raw_fd(), fill.as_ptr().cast(), fill.len(), 0) } > 0 {}
+        let last = b"last";
+        let fd = a.as_raw_fd();
+        // SAFETY: `last` outlives the operations (completed below).
+        unsafe {
+            p.push_linked(
+                Sub::Send {
+                    fd,
+                    buf: last.as_ptr(),
+                    len: 4,
+                    flags: 0,
+                },
+                1,
+            );
+            p.push(
+                Sub::Shutdown {
+                    fd,
+                    how: libc::SHUT_WR,
+                },
+                2,
+            );
+            p.push(Sub::Nop, 3);
+        }
+        // The send waits for room, the shutdown for the send; the rest
+        // of the worker's operations do not.
+        assert_eq!(take(&mut p, 1), vec![(3, 0, 0)]);
+        drain(b.as_raw_fd());
+        let done = take(&mut p, 2);
+        assert_eq!(done, vec![(1, 4, 0), (2, 0, 0)]);
+    }
+
+    #[test]
+    fn a_multishot_receive_names_its_buffers_and_ends_at_eof() {
+        let mut p = Poll::new(BUFS, Inline).unwrap();
+        let (a, b) = pair();
+        let fd = b.as_raw_fd();
+        // SAFETY: no memory named.
+        unsafe {
+            p.push(
+                Sub::Recv {
+                    fd,
+                    multishot: true,
+                },
+                9,
+            )
+        };
+        // SAFETY: sends from a live buffer.
+        unsafe { libc::send(a.as_raw_fd(), b"hello".as_ptr().cast(), 5, 0) };
+        let got = take(&mut p, 1);
+        assert_eq!((got[0].0, got[0].1), (9, 5));
+        assert!(super::super::more(got[0].2));
+        let bid = super::super::buffer_id(got[0].2).expect("a buffer");
+        assert_eq!(p.recv_buf(bid, 5), b"hello");
+        p.provide(bid);
+        drop(a);
+        assert_eq!(take(&mut p, 1), vec![(9, 0, 0)], "EOF ends it");
+        // A cancel of what no longer waits finds nothing.
+        // SAFETY: no memory named.
+        unsafe { p.push(Sub::Cancel { target: 9 }, 10) };
+        assert_eq!(take(&mut p, 1), vec![(10, -libc::ENOENT, 0)]);
+    }
+
+    #[test]
+    fn a_cancel_ends_a_waiting_receive() {
+        let mut p = Poll::new(BUFS, Inline).unwrap();
+        let (_a, b) = pair();
+        let fd = b.as_raw_fd();
+        // SAFETY: no memory named.
+        unsafe {
+            p.push(
+                Sub::Recv {
+                    fd,
+                    multishot: true,
+                },
+                5,
+            );
+            p.push(Sub::Cancel { target: 5 }, 6);
+        }
+        let done = take(&mut p, 2);
+        assert_eq!(done, vec![(5, -libc::ECANCELED, 0), (6, 0, 0)]);
     }
 }

@@ -537,9 +537,16 @@ impl<E: Engine> Worker<E> {
             // and what it touched would wait in memory for minutes.
             super::read::lead(file, tx, &self.leaders);
         }
+        // linux-sendfile blocks in each call on a miss: one call a turn,
+        // so that the other connections get theirs between its waits.
+        let most = if tx.route == Route::Blocking {
+            1
+        } else {
+            SENDFILE_TURN
+        };
         let mut turn = 0u64;
         loop {
-            if turn >= SENDFILE_TURN {
+            if turn >= most {
                 // Fairness: this connection has had its share of the loop's
                 // turn. A NOP completes in the next batch, after the other
                 // completions of this one, and its completion is handled as
