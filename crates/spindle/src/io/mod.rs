@@ -10,7 +10,7 @@
 //!   is missing or forbidden (seccomp filters, old kernels) or where a
 //!   seed backend is asked for: socket operations wait for readiness and
 //!   then run as plain syscalls; a disk operation runs by the backend's
-//!   [`poll::DiskStrategy`]: in the loop (`linux-sendfile`), on a pool of
+//!   [`poll::Disk`]: in the loop (`linux-sendfile`), on a pool of
 //!   threads (`posix-aio`), or by Linux native AIO (`linux-aio-sendfile`).
 //!
 //! Both keep io_uring's contract, which the worker relies on: every
