@@ -672,6 +672,16 @@ mod tests {
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
     }
 
+    /// Arms a multishot receive on `fd` as operation `ud`.
+    fn receive(p: &mut Poll<Inline>, fd: RawFd, ud: u64) {
+        let sub = Sub::Recv {
+            fd,
+            multishot: true,
+        };
+        // SAFETY: no memory named (the engine's own buffers).
+        unsafe { p.push(sub, ud) };
+    }
+
     /// Completions until `n` have come (each wait returns some).
     fn take(p: &mut Poll<Inline>, n: usize) -> Vec<Cqe> {
         let mut out = Vec::new();
@@ -736,16 +746,7 @@ mod tests {
         let mut p = Poll::new(BUFS, Inline).unwrap();
         let (a, b) = pair();
         let fd = b.as_raw_fd();
-        // SAFETY: no memory named.
-        unsafe {
-            p.push(
-                Sub::Recv {
-                    fd,
-                    multishot: true,
-                },
-                9,
-            )
-        };
+        receive(&mut p, fd, 9);
         // SAFETY: sends from a live buffer.
         unsafe { libc::send(a.as_raw_fd(), b"hello".as_ptr().cast(), 5, 0) };
         let got = take(&mut p, 1);
@@ -767,17 +768,9 @@ mod tests {
         let mut p = Poll::new(BUFS, Inline).unwrap();
         let (_a, b) = pair();
         let fd = b.as_raw_fd();
+        receive(&mut p, fd, 5);
         // SAFETY: no memory named.
-        unsafe {
-            p.push(
-                Sub::Recv {
-                    fd,
-                    multishot: true,
-                },
-                5,
-            );
-            p.push(Sub::Cancel { target: 5 }, 6);
-        }
+        unsafe { p.push(Sub::Cancel { target: 5 }, 6) };
         let done = take(&mut p, 2);
         assert_eq!(done, vec![(5, -libc::ECANCELED, 0), (6, 0, 0)]);
     }

@@ -71,6 +71,11 @@ impl Pool {
         HEAD_RESERVE + self.chunk_size
     }
 
+    /// The buffers are slots of a shared-memory file (`Route::Shm`).
+    pub(super) fn is_shm(&self) -> bool {
+        self.shm.is_some()
+    }
+
     /// Where byte `pos` of buffer `b` is in the shared-memory file, if the
     /// buffers live in one: `(file, offset)`.
     pub(super) fn file_at(&self, b: u32, pos: usize) -> Option<(RawFd, u64)> {

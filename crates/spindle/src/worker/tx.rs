@@ -117,7 +117,7 @@ impl<E: Engine> Worker<E> {
         }
         let zero_copy = self.serve.ctx.cfg.sendfile;
         let buffers = self.serve.ctx.cfg.backend.has(Cap::Buffers);
-        let shm = self.pool.file_at(0, 0).is_some();
+        let shm = self.pool.is_shm();
         let now = self.now;
         let rate = self.serve.rate;
         let c = self.conns.live_at(slot);
