@@ -290,12 +290,15 @@ impl<E: Engine> Worker<E> {
             return self.pump(slot);
         }
         // A buffered READ leaves what it read in the page cache. Unless the
-        // body is small, send the chunk from there with sendfile (no second
-        // copy; the socket is non-blocking and the range is cached, so it
-        // cannot wait), and keep the buffer's copy only for what the socket
-        // would not take now, or for pages reclaimed in between.
+        // body is small, or this chunk is all that is left of it (it then
+        // goes with the head in one send), send the chunk from there with
+        // sendfile (no second copy; the socket is non-blocking and the
+        // range is cached, so it cannot wait), and keep the buffer's copy
+        // only for what the socket would not take now, or for pages
+        // reclaimed in between.
         let cached = !matches!(tx.route, Route::Buffer | Route::Shm)
             && tx.direct != Direct::On
+            && tx.file_left > 0
             && fs::range_cached(file, start, got as u64) == Some(true);
         if cached && !self.sendfile_read(slot, file, start, got as u64) {
             return;
