@@ -534,6 +534,59 @@ fn the_drain_sends_goaway_and_finishes_the_streams_in_flight_on(backend: &str) {
 }
 
 #[test]
+fn a_large_body_goes_in_full_data_frames() {
+    for b in &backends_with(Cap::Http2) {
+        eprintln!("backend {b}");
+        a_large_body_goes_in_full_data_frames_on(b);
+    }
+}
+
+/// A body read in record layout (windows open for all of it) ends each
+/// chunk's READ at a whole record, so no short DATA frame (and record,
+/// and send) sits between chunks: every frame of `big` but its last two
+/// (the body's tail, and END_STREAM) has one length.
+fn a_large_body_goes_in_full_data_frames_on(backend: &str) {
+    if !have("nghttp") {
+        return;
+    }
+    let root = DocRoot::new(true);
+    let (srv, port) = start(backend, &root, &[]);
+    for url in [srv.url("/big"), format!("https://127.0.0.1:{port}/big")] {
+        let out = Command::new("nghttp")
+            .args(["-nv", "-w", "30", "-W", "30", "-t", "30", &url])
+            .output()
+            .expect("nghttp");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "nghttp {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lens: Vec<usize> = text
+            .lines()
+            .filter(|l| l.contains("recv DATA frame <length="))
+            .map(|l| {
+                let v = l.split("length=").nth(1).unwrap();
+                v[..v.find(',').unwrap()].parse().unwrap()
+            })
+            .collect();
+        let total: usize = lens.iter().sum();
+        assert_eq!(total as u64, BIG_SIZE, "{url}: the whole body");
+        let full = lens[0];
+        let short: Vec<(usize, usize)> = lens[..lens.len() - 2]
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, n)| n != full)
+            .collect();
+        assert!(
+            short.is_empty(),
+            "{url}: frames of {full} bytes but {short:?}"
+        );
+    }
+}
+
+#[test]
 fn bodies_framed_in_place_survive_short_windows_and_resets_and_give_their_buffers_back() {
     for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
