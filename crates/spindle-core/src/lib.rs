@@ -41,6 +41,7 @@ pub mod access;
 pub mod accesslog;
 pub mod auth;
 pub mod challenge;
+pub mod compress;
 pub mod date;
 pub mod encoding;
 pub mod fields;

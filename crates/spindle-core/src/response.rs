@@ -424,6 +424,11 @@ pub(crate) struct Representation {
     /// The resource has (or may have) encoded representations, so the
     /// choice depends on `Accept-Encoding`: say so to caches.
     pub vary: bool,
+    /// The file whose version the validators (`ETag`, `Last-Modified`)
+    /// and preconditions name, when it is not the file sent: a compressed
+    /// result is named by the version it was made from. `None`: the file
+    /// sent (a sidecar is its own version).
+    pub validators: Option<FileMeta>,
 }
 
 /// The response for a regular file (`rel_path` names the resource, for
@@ -437,9 +442,11 @@ pub(crate) fn for_file(
     rules: &Applied,
     ctx: &Ctx,
 ) -> Response {
-    let tag = Tag::of(meta, rep.encoding);
+    let named = rep.validators.as_ref().unwrap_or(meta);
+    let tag = Tag::of(named, rep.encoding);
     let tag = tag.as_str();
-    let last_modified = date::fmt_unix_cached(meta.mtime_sec);
+    let mtime = named.mtime_sec;
+    let last_modified = date::fmt_unix_cached(mtime);
 
     // RFC 9110 §13.2.2: the order in which preconditions are evaluated.
     if let Some(v) = &req.if_match {
@@ -447,14 +454,14 @@ pub(crate) fn for_file(
             return error(412, ctx, &[]);
         }
     } else if let Some(since) = req.if_unmodified_since.as_deref().and_then(date::parse) {
-        if meta.mtime_sec > since {
+        if mtime > since {
             return error(412, ctx, &[]);
         }
     }
     let not_modified = if let Some(v) = &req.if_none_match {
         etag_list_matches(v, tag, false)
     } else if let Some(since) = req.if_modified_since.as_deref().and_then(date::parse) {
-        meta.mtime_sec <= since
+        mtime <= since
     } else {
         false
     };
@@ -474,7 +481,7 @@ pub(crate) fn for_file(
         if let Some(r) = &req.range {
             let honour = match &req.if_range {
                 None => true,
-                Some(v) => if_range_matches(v, tag, meta.mtime_sec),
+                Some(v) => if_range_matches(v, tag, mtime),
             };
             if honour {
                 range = parse_range(r, meta.size);

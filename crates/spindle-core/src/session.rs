@@ -35,6 +35,7 @@ pub use crate::accesslog::LogInfo;
 use std::ffi::CString;
 use std::net::SocketAddr;
 
+use crate::compress;
 use crate::encoding::{self, Encoding};
 use crate::limits;
 use crate::listing;
@@ -81,6 +82,11 @@ pub struct Session {
     last_status: u16,
     /// A search for a precompressed sidecar of the current request.
     sidecar: Option<Box<Sidecar>>,
+    /// A look for the current request's compressed result (`--compress`).
+    compressed: Option<Box<Compressed>>,
+    /// What the last response tells the driver about the compression
+    /// cache ([`Session::take_compress_note`]).
+    compress_note: Option<compress::Note>,
     /// Behind a proxy: the client its header named, or the proxy.
     client: Option<SocketAddr>,
     /// The error status whose configured page is being opened.
@@ -164,6 +170,28 @@ struct Sidecar {
     trying: Option<Encoding>,
 }
 
+/// The stored compressed result of the current request's file, looked
+/// for beneath [`compress::CACHE_ROOT`] (see [`compress`]).
+#[derive(Debug)]
+struct Compressed {
+    /// The file's path and the version the name is of.
+    src_path: CString,
+    src: FileMeta,
+    coding: Encoding,
+    name: CString,
+    hunt: Hunt,
+}
+
+/// Where a [`Compressed`] look is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hunt {
+    /// The stored result is being opened.
+    Looking,
+    /// It is not there (or not worth it): the file is being opened again,
+    /// to go as it is; `make`: the driver should have it made.
+    Reopening { make: bool },
+}
+
 impl Default for Session {
     fn default() -> Self {
         Session::new()
@@ -184,6 +212,8 @@ impl Session {
             last_reject: None,
             last_status: 0,
             sidecar: None,
+            compressed: None,
+            compress_note: None,
             client: None,
             error_page: None,
             root: 0,
@@ -311,6 +341,12 @@ impl Session {
     }
 
     /// Requests answered so far on this connection.
+    /// What the last response asks of the compression cache, once: a
+    /// result to make, or one that was used (`--compress`).
+    pub fn take_compress_note(&mut self) -> Option<compress::Note> {
+        self.compress_note.take()
+    }
+
     pub fn served(&self) -> u64 {
         self.served
     }

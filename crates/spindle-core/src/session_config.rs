@@ -24,6 +24,8 @@ pub struct SessionConfig {
     /// Codings served from precompressed sidecars (`file.br`, `file.zst`,
     /// `file.gz`), in the server's order of preference; empty: off.
     pub precompressed: Vec<Encoding>,
+    /// Compression on the fly (`--compress`); `None`: off.
+    pub compress: Option<crate::compress::CompressConfig>,
     /// A random number the driver picks at start, mixed into multipart
     /// boundaries (the core has no source of randomness of its own).
     pub boundary_seed: u64,
@@ -109,6 +111,7 @@ impl Default for SessionConfig {
             allow_dotfiles: false,
             extra_headers: Fields::default(),
             precompressed: Vec::new(),
+            compress: None,
             boundary_seed: 0,
             rules: Arc::default(),
             error_pages: Vec::new(),

@@ -10,6 +10,8 @@ use serde::Deserialize;
 
 mod acme;
 mod checks;
+mod compress;
+pub use compress::CompressSettings;
 mod file;
 mod merge;
 use checks::*;
@@ -153,6 +155,13 @@ pub enum FirstMiss {
     Cache,
 }
 
+/// A switch given as a word (`--compress off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
 /// How the io-uring backend sets the number of disk reads in flight on
 /// a device (see `depth.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
@@ -294,6 +303,33 @@ pub struct Cli {
     /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
     #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
     pub precompressed: Vec<String>,
+    /// Compress text, JavaScript, JSON, SVG and the like on the fly for clients that accept it: once per file version, off the workers, into --compress-cache, and served from there [default: on]
+    #[arg(long, value_enum, value_name = "on|off")]
+    pub compress: Option<OnOff>,
+    /// Codings --compress makes, in order of preference [default: br,zstd,gzip]
+    #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
+    pub compress_codings: Vec<String>,
+    /// Media types --compress covers, `type/*` for a whole type [default: text/*, JavaScript, JSON, XML, SVG, WebAssembly, manifests, TrueType and OpenType fonts, icons]
+    #[arg(long, value_name = "TYPES", value_delimiter = ',')]
+    pub compress_types: Vec<String>,
+    /// Smallest file --compress compresses [default: 256]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub compress_min_size: Option<u64>,
+    /// Largest file --compress compresses [default: 64M]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub compress_max_size: Option<u64>,
+    /// Where --compress keeps what it made [default: /var/cache/spindle/compress]
+    #[arg(long, value_name = "DIR")]
+    pub compress_cache: Option<PathBuf>,
+    /// Most bytes --compress-cache holds; the least recently served go first [default: 1G]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub compress_cache_size: Option<u64>,
+    /// Helper threads that compress, at a lower priority than the workers [default: 1]
+    #[arg(long, value_name = "N")]
+    pub compress_threads: Option<u32>,
+    /// Level per coding, e.g. "gzip=9,br=11,zstd=19" [default: those]
+    #[arg(long, value_name = "CODING=N", value_delimiter = ',')]
+    pub compress_levels: Vec<String>,
     /// Answer an error status with a page beneath the root, as nginx's `error_page` (repeatable; 403, 404, 500, 503), e.g. "404=/errors/404.html"
     #[arg(long = "error-page", value_name = "STATUS=PATH")]
     pub error_page: Vec<String>,
@@ -396,6 +432,8 @@ pub struct Config {
     pub extra_headers: spindle_core::Fields,
     /// Codings served from precompressed sidecars, preferred first.
     pub precompressed: Vec<spindle_core::Encoding>,
+    /// Compression on the fly (`--compress`); `None`: off.
+    pub compress: Option<CompressSettings>,
     /// Pages for error statuses, as paths relative to the root.
     pub error_pages: Vec<(u16, std::ffi::CString)>,
     pub charset: String,
@@ -478,6 +516,7 @@ impl Config {
         };
         let timeouts = Timeouts::merge(&cli, &file)?;
         let responses = Responses::merge(&mut cli, &mut file)?;
+        let compress = compress::merge(&mut cli, &mut file)?;
         let hosts = vhosts(&cli.vhost, file.hosts)?;
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -524,6 +563,7 @@ impl Config {
             redirect_https: cli.redirect_https || file.redirect_https.unwrap_or(false),
             extra_headers: responses.extra_headers,
             precompressed: responses.precompressed,
+            compress,
             error_pages: responses.error_pages,
             charset: responses.charset,
             rules: responses.rules,
@@ -575,6 +615,20 @@ impl Config {
         (self.max_connections / self.workers) as usize
     }
 
+    /// Each document root's tag for the compression cache's names: of
+    /// its canonical path, as `fs::Root::open` resolves it.
+    fn root_tags(&self) -> Vec<u64> {
+        std::iter::once(&self.root)
+            .chain(self.hosts.iter().map(|h| &h.root))
+            .map(|p| {
+                let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+                spindle_core::compress::root_tag(std::os::unix::ffi::OsStrExt::as_bytes(
+                    p.as_os_str(),
+                ))
+            })
+            .collect()
+    }
+
     pub fn session_config(&self) -> spindle_core::SessionConfig {
         spindle_core::SessionConfig {
             max_header_bytes: self.max_header_size,
@@ -585,6 +639,16 @@ impl Config {
             autoindex: self.autoindex,
             extra_headers: self.extra_headers.clone(),
             precompressed: self.precompressed.clone(),
+            compress: self
+                .compress
+                .as_ref()
+                .map(|c| spindle_core::compress::CompressConfig {
+                    codings: c.codings.clone(),
+                    min_size: c.min_size,
+                    max_size: c.max_size,
+                    types: c.types.clone(),
+                    root_tags: self.root_tags(),
+                }),
             error_pages: self.error_pages.clone(),
             charset: self.charset.clone(),
             rules: self.rules.clone(),

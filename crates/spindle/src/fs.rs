@@ -38,14 +38,26 @@ pub struct Root {
 }
 
 /// The server's document root (0) and the virtual hosts' (1 and up), by
-/// the number the core puts in `OpenRequest::root`.
-pub struct Roots(Vec<Root>);
+/// the number the core puts in `OpenRequest::root`, and the compression
+/// cache's directory (`spindle_core::compress::CACHE_ROOT`).
+pub struct Roots(Vec<Root>, Option<Root>);
 
 impl Roots {
     pub fn new(main: Root, hosts: Vec<Root>) -> Roots {
         let mut v = vec![main];
         v.extend(hosts);
-        Roots(v)
+        Roots(v, None)
+    }
+
+    /// With the compression cache's directory.
+    pub fn with_cache(mut self, dir: Root) -> Roots {
+        self.1 = Some(dir);
+        self
+    }
+
+    /// Every document root's path, by number (the cache's not included).
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.0.iter().map(|r| r.path())
     }
 
     /// Opens the configured root and every virtual host's. Fails with a
@@ -62,6 +74,11 @@ impl Roots {
     /// The root numbered `i` (the server's for a number it does not have;
     /// the core only hands out configured ones).
     pub fn get(&self, i: u16) -> &Root {
+        if i == spindle_core::compress::CACHE_ROOT {
+            if let Some(c) = &self.1 {
+                return c;
+            }
+        }
         debug_assert!((i as usize) < self.0.len(), "root {i} not configured");
         self.0.get(i as usize).unwrap_or(&self.0[0])
     }
@@ -97,6 +114,45 @@ impl Root {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Creates the new file `name` in this directory (never one that
+    /// exists, never through a symlink), for writing.
+    pub fn create_new(&self, name: &CStr) -> io::Result<std::fs::File> {
+        // SAFETY: a NUL-terminated name beneath the directory's descriptor;
+        // the result is checked.
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                0o644,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor that nothing else owns.
+        Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Removes `name` from this directory.
+    pub fn unlink(&self, name: &CStr) -> io::Result<()> {
+        // SAFETY: a NUL-terminated name beneath the directory's descriptor.
+        if unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Renames `from` to `to` within this directory (replacing `to`).
+    pub fn rename(&self, from: &CStr, to: &CStr) -> io::Result<()> {
+        let d = self.fd.as_raw_fd();
+        // SAFETY: two NUL-terminated names beneath the same directory.
+        if unsafe { libc::renameat(d, from.as_ptr(), d, to.as_ptr()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Opens `rel` beneath the root, synchronously (the worker issues

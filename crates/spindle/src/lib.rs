@@ -50,6 +50,7 @@ macro_rules! info {
 pub mod accesslog;
 pub mod acme;
 pub mod backend;
+pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod depth;

@@ -330,6 +330,7 @@ impl Registry {
             self.log.dropped(),
         );
         o.0.push_str(&crate::acme::metrics_text());
+        o.0.push_str(&crate::compress::metrics_text());
         o.0
     }
 

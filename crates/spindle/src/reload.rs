@@ -27,8 +27,12 @@ pub fn reload(published: &Published, running: &Config) -> Result<Vec<&'static st
     };
     let mut cfg = Config::from_cli(cli)?;
     cfg.cap_open_file_cache();
-    let roots = Roots::open(&cfg.root, &cfg.hosts)?;
+    let mut roots = Roots::open(&cfg.root, &cfg.hosts)?;
     let fixed = keep_restart_only(&mut cfg, running);
+    if let Some(c) = &cfg.compress {
+        // Opened at start, as the same user: there still.
+        roots = roots.with_cache(crate::fs::Root::open(&c.cache.dir)?);
+    }
     let session_cfg = Arc::new(cfg.session_config());
     published.publish(Reloadable {
         cfg: Arc::new(cfg),
@@ -85,6 +89,8 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         backend_is_default => "backend",
         // The ACME thread and its names are set up at start.
         acme => "acme-*",
+        // The helpers and the cache directory are set up at start.
+        compress => "compress-*",
     );
     every_key_is_placed(new);
     changed
@@ -116,6 +122,7 @@ fn every_key_is_placed(cfg: &Config) {
         depth: _,
         backend_is_default: _,
         acme: _,
+        compress: _,
         // Reloadable: the access log's path (its on/off is above), what a
         // session decides, the document roots, limits and timeouts per
         // request or connection, TLS certificates (read again by

@@ -22,7 +22,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     // Read before anything can replace the binary (a handover runs it).
     let program = crate::handover::Program::current();
     crate::errlog::configure(cfg.log_level, cfg.error_log.as_deref())?;
-    let root = Arc::new(Roots::open(&cfg.root, &cfg.hosts)?);
+    let mut roots = Roots::open(&cfg.root, &cfg.hosts)?;
     choose_backend(&mut cfg)?;
     // Descriptors: raise the soft limit to the hard one (as nginx's
     // worker_rlimit_nofile), then give the open-file caches at most half of
@@ -72,8 +72,14 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
         _ => None,
     };
 
+    // The cache is written as the user the workers run as.
+    let compressor = start_compressor(&mut cfg)?;
+    if let Some(c) = &compressor {
+        roots = roots.with_cache(c.dir()?);
+    }
+    let root = Arc::new(roots);
     let cfg = Arc::new(cfg);
-    let shared = Shared::new(&cfg, root, tls, log.clone())?;
+    let shared = Shared::new(&cfg, root, tls, log.clone(), compressor)?;
     let workers = Workers::start(&cfg, &listeners, &shared)?;
     if let Some((listener, addr)) = metrics_listener {
         crate::metrics::serve(listener, shared.registry.clone())?;
@@ -230,9 +236,33 @@ struct Shared {
     registry: Arc<crate::metrics::Registry>,
     lister: Option<Arc<crate::lister::Pool>>,
     checker: Arc<crate::passwords::Checker>,
+    compressor: Option<Arc<crate::compress::Compressor>>,
     log: AccessLog,
     gate: Arc<AcceptGate>,
     flag: Arc<AtomicBool>,
+}
+
+/// Starts the compression helpers (`--compress`). A cache directory that
+/// cannot be made or opened is an error when the user named compression,
+/// and otherwise (on by default) one warning, and compression off.
+fn start_compressor(cfg: &mut Config) -> Result<Option<Arc<crate::compress::Compressor>>, String> {
+    let Some(c) = &cfg.compress else {
+        return Ok(None);
+    };
+    match crate::compress::Compressor::start(c.cache.clone()) {
+        Ok(z) => Ok(Some(z)),
+        Err(e) if !c.explicit => {
+            crate::errlog::write(
+                crate::errlog::Level::Warn,
+                format_args!(
+                    "{e}: compression on the fly is off (give --compress-cache DIR, or --compress off)"
+                ),
+            );
+            cfg.compress = None;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 impl Shared {
@@ -241,6 +271,7 @@ impl Shared {
         root: Arc<Roots>,
         tls: Option<Arc<crate::tls::Shared>>,
         log: AccessLog,
+        compressor: Option<Arc<crate::compress::Compressor>>,
     ) -> Result<Shared, String> {
         let session_cfg = Arc::new(cfg.session_config());
         let memory = Arc::new(MemoryWatch::probe());
@@ -269,6 +300,7 @@ impl Shared {
             },
             // Started whatever the rules: a reload may add an `auth` rule.
             checker: crate::passwords::Checker::start()?,
+            compressor,
             log,
             gate: Arc::new(AcceptGate::default()),
             flag: Arc::new(AtomicBool::new(false)),
@@ -318,6 +350,7 @@ impl Workers {
                 metrics: s.registry.worker(id),
                 lister: s.lister.clone(),
                 checker: s.checker.clone(),
+                compressor: s.compressor.clone(),
                 ready: ready_tx.clone(),
             };
             eventfds.push(efd);

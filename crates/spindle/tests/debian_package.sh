@@ -175,7 +175,7 @@ inside getent passwd spindle > /dev/null || fail "remove took the user"
 
 step "8. apt-get purge: configuration, logs and user gone, nothing else"
 inside apt-get purge -y -q spindle > "$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; fail "apt-get purge"; }
-for p in /etc/spindle /var/log/spindle /etc/logrotate.d/spindle; do
+for p in /etc/spindle /var/log/spindle /var/cache/spindle /etc/logrotate.d/spindle; do
   [ -e "$m$p" ] && fail "$p is left after purge"
 done
 inside getent passwd spindle > /dev/null && fail "the user is left"

@@ -26,28 +26,7 @@ fn have(tool: &str) -> bool {
 
 /// spindle on `backend` with a plain and an HTTPS listener; the HTTPS port.
 fn start(backend: &str, root: &DocRoot, extra: &[&str]) -> (Server, u16) {
-    let mut args = vec![
-        "--workers",
-        "1",
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        tls_data("p256.pem").to_str().unwrap().to_string().leak(),
-        "--tls-key",
-        tls_data("p256.key").to_str().unwrap().to_string().leak(),
-    ];
-    args.extend_from_slice(extra);
-    let srv = Server::start(backend, &root.dir, &args);
-    let err = srv.stderr();
-    let line = err.lines().find(|l| l.contains("]: serving ")).unwrap();
-    let port = line
-        .split("https://")
-        .nth(1)
-        .and_then(|u| u.split('/').next())
-        .and_then(|a| a.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap();
-    (srv, port)
+    start_with_https(backend, &root.dir, None, extra)
 }
 
 /// curl with `args`; returns (`-w` fields: status, HTTP version, and

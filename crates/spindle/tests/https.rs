@@ -35,35 +35,7 @@ fn start_https_with(
     key: &Path,
     extra: &[&str],
 ) -> (Server, u16) {
-    let mut args = vec![
-        "--workers",
-        "1",
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let srv = Server::start(backend, &root.dir, &args);
-    let port = https_port(&srv);
-    (srv, port)
-}
-
-/// The port of the https:// address in the server's startup line.
-fn https_port(srv: &Server) -> u16 {
-    let err = srv.stderr();
-    let line = err
-        .lines()
-        .find(|l| l.contains("]: serving "))
-        .expect("startup line");
-    line.split("https://")
-        .nth(1)
-        .and_then(|u| u.split('/').next())
-        .and_then(|a| a.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no https:// address in {line}"))
+    start_with_https(backend, &root.dir, Some((cert, key)), extra)
 }
 
 /// curl over HTTPS/1.1, verifying against the test CA; returns (status line

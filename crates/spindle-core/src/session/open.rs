@@ -42,34 +42,48 @@ impl Session {
         let mut rep = Representation {
             encoding: None,
             vary,
+            validators: None,
         };
         let mut chosen = None;
-        match (self.sidecar.take(), &result) {
-            (Some(sc), Ok(m)) if sc.trying.is_some() && newer_file(m, &sc.src) => {
-                // This sidecar will do: it is sent, typed as the resource.
-                rep.encoding = sc.trying;
-                chosen = Some(sc);
+        let mut stored = None;
+        if let Some(cp) = self.compressed.take() {
+            match self.stored_opened(cp, &result, &mut rep) {
+                Ok(step) => return step,
+                Err(found) => stored = found,
             }
-            // Missing, not a file, or older than the resource: the next.
-            (Some(sc), _) if sc.trying.is_some() => return self.next_sidecar(sc),
-            (None, Ok(m)) if vary && m.kind == FileKind::Regular => {
-                let req = self.current.as_ref().expect("current request");
-                if matches!(req.method, Method::Get | Method::Head) {
-                    let todo =
-                        encoding::negotiate(req.accept_encoding.as_deref(), &cfg.precompressed);
-                    if !todo.is_empty() {
-                        let sc = Box::new(Sidecar {
-                            src_path: open_path.path.clone(),
-                            src: *m,
-                            todo,
-                            trying: None,
-                        });
-                        return self.next_sidecar(sc);
+        } else {
+            match (self.sidecar.take(), &result) {
+                (Some(sc), Ok(m)) if sc.trying.is_some() && newer_file(m, &sc.src) => {
+                    // This sidecar will do: it is sent, typed as the resource.
+                    rep.encoding = sc.trying;
+                    chosen = Some(sc);
+                }
+                // Missing, not a file, or older than the resource: the next.
+                (Some(sc), _) if sc.trying.is_some() => return self.next_sidecar(sc),
+                (None, Ok(m)) if vary && m.kind == FileKind::Regular => {
+                    let req = self.current.as_ref().expect("current request");
+                    if matches!(req.method, Method::Get | Method::Head) {
+                        let todo =
+                            encoding::negotiate(req.accept_encoding.as_deref(), &cfg.precompressed);
+                        if !todo.is_empty() {
+                            let sc = Box::new(Sidecar {
+                                src_path: open_path.path.clone(),
+                                src: *m,
+                                todo,
+                                trying: None,
+                            });
+                            return self.next_sidecar(sc);
+                        }
                     }
                 }
+                // No search, or its end: the resource's own open, again.
+                _ => {}
             }
-            // No search, or its end: the resource's own open, again.
-            _ => {}
+            if chosen.is_none() {
+                if let Some(step) = self.look_for_stored(cfg, open_path, &result, &mut rep) {
+                    return step;
+                }
+            }
         }
         if cfg.autoindex && self.dir_request && result == Err(OpenError::NotFound) {
             // No index file: the directory's listing instead (a file
@@ -100,9 +114,11 @@ impl Session {
             }
         }
         self.fallback = None;
-        let rel_path = chosen
-            .as_ref()
-            .map_or(open_path.path.as_bytes(), |sc| sc.src_path.as_bytes());
+        let rel_path = match (&chosen, &stored) {
+            (Some(sc), _) => sc.src_path.as_bytes(),
+            (_, Some(cp)) => cp.src_path.as_bytes(),
+            _ => open_path.path.as_bytes(),
+        };
         let error_page = self.error_page.take();
         if error_page.is_none() {
             // An error with a configured page: open the page instead.
@@ -165,6 +181,105 @@ impl Session {
         };
         self.last_req = Some(req);
         self.finish(resp)
+    }
+
+    /// Starts a look for the compressed result of a file just opened for
+    /// a GET or HEAD, if `--compress` covers its type and size (then the
+    /// response varies by `Accept-Encoding`, whatever this client takes)
+    /// and the client accepts one of the codings made.
+    fn look_for_stored(
+        &mut self,
+        cfg: &SessionConfig,
+        open_path: &OpenRequest,
+        result: &Result<FileMeta, OpenError>,
+        rep: &mut Representation,
+    ) -> Option<Step> {
+        let c = cfg.compress.as_ref()?;
+        let Ok(m) = result else { return None };
+        if m.kind != FileKind::Regular || self.error_page.is_some() {
+            return None;
+        }
+        let req = self.current.as_ref()?;
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return None;
+        }
+        if !c.sized(m.size) {
+            return None;
+        }
+        let rel = open_path.path.as_bytes();
+        let ctype = match cfg.rules.apply(rel).content_type {
+            Some(t) => std::borrow::Cow::Borrowed(t),
+            None => response::content_type(rel),
+        };
+        if !c.typed(&ctype) {
+            return None;
+        }
+        rep.vary = true;
+        let coding = *encoding::negotiate(req.accept_encoding.as_deref(), &c.codings).first()?;
+        let name = compress::stored_name(c.tag(open_path.root), m, coding);
+        self.compressed = Some(Box::new(Compressed {
+            src_path: open_path.path.clone(),
+            src: *m,
+            coding,
+            name: name.clone(),
+            hunt: Hunt::Looking,
+        }));
+        Some(Step::Open(OpenRequest {
+            path: name,
+            root: compress::CACHE_ROOT,
+        }))
+    }
+
+    /// The open of a look's stored result, or of the file again after it:
+    /// `Ok`, the next open; `Err(Some)`, the stored result was found and
+    /// goes in the file's place (`rep` says so); `Err(None)`, the file
+    /// reopened goes as it is.
+    fn stored_opened(
+        &mut self,
+        mut cp: Box<Compressed>,
+        result: &Result<FileMeta, OpenError>,
+        rep: &mut Representation,
+    ) -> Result<Step, Option<Box<Compressed>>> {
+        rep.vary = true;
+        match cp.hunt {
+            Hunt::Looking => {
+                let make = match result {
+                    Ok(m) if m.kind == FileKind::Regular && m.size > 0 => {
+                        rep.encoding = Some(cp.coding);
+                        rep.validators = Some(cp.src);
+                        self.compress_note = Some(compress::Note::Served {
+                            name: cp.name.clone(),
+                            coding: cp.coding,
+                        });
+                        return Err(Some(cp));
+                    }
+                    // An empty result: compressing did not pay.
+                    Ok(m) if m.kind == FileKind::Regular => false,
+                    Err(OpenError::NotFound) => true,
+                    _ => false,
+                };
+                let path = cp.src_path.clone();
+                cp.hunt = Hunt::Reopening { make };
+                self.compressed = Some(cp);
+                Ok(Step::Open(OpenRequest {
+                    path,
+                    root: self.root,
+                }))
+            }
+            Hunt::Reopening { make } => {
+                // Made from the version the name is of, or not at all.
+                if make && result.as_ref().is_ok_and(|m| *m == cp.src) {
+                    self.compress_note = Some(compress::Note::Make(compress::Job {
+                        root: self.root,
+                        path: cp.src_path,
+                        src: cp.src,
+                        coding: cp.coding,
+                        name: cp.name,
+                    }));
+                }
+                Err(None)
+            }
+        }
     }
 
     /// Opens the next sidecar of a search, or the resource itself again

@@ -337,19 +337,25 @@ fn fallback(what: &str, f: &str) -> Result<std::ffi::CString, String> {
 /// Checks `--precompressed` names (`br`, `zstd`, `gzip`; `zst` and `gz`
 /// too), each at most once; an empty list, or `off`, turns it off.
 pub(super) fn precompressed(names: &[String]) -> Result<Vec<spindle_core::Encoding>, String> {
+    if names.len() == 1 && names[0].trim() == "off" {
+        return Ok(Vec::new());
+    }
+    codings("precompressed", names)
+}
+
+/// A list of codings for `key` (`br`, `zstd`, `gzip`; `zst` and `gz`
+/// too), each at most once; blank items are skipped.
+pub(super) fn codings(key: &str, names: &[String]) -> Result<Vec<spindle_core::Encoding>, String> {
     let mut out = Vec::new();
-    for n in names {
-        if n.trim().is_empty() || (n.trim() == "off" && names.len() == 1) {
-            continue;
-        }
+    for n in names.iter().filter(|n| !n.trim().is_empty()) {
         let Some(e) = spindle_core::Encoding::from_name(n) else {
             return Err(format!(
-                "precompressed: unknown coding {:?}; use br, zstd or gzip (e.g. --precompressed br,gzip)",
+                "{key}: unknown coding {:?}; use br, zstd or gzip (e.g. --{key} br,gzip)",
                 n.escape_debug().to_string()
             ));
         };
         if out.contains(&e) {
-            return Err(format!("precompressed: {} named twice", e.token()));
+            return Err(format!("{key}: {} named twice", e.token()));
         }
         out.push(e);
     }

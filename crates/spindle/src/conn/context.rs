@@ -52,6 +52,8 @@ pub struct WorkerContext {
     pub lister: Option<Arc<crate::lister::Pool>>,
     /// The helper that checks passwords (`auth` rules; `passwords.rs`).
     pub checker: Arc<crate::passwords::Checker>,
+    /// The helpers that compress on the fly (`--compress`; `compress.rs`).
+    pub compressor: Option<Arc<crate::compress::Compressor>>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

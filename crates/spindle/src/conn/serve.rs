@@ -250,6 +250,9 @@ impl Serving {
             Step::List(list) => return Answer::List(list),
             other => unreachable!("opened() gave {other:?}"),
         };
+        if let Some(note) = life.session.take_compress_note() {
+            self.compress_note(note);
+        }
         let mut first_use = false;
         if let (true, Some(meta), Some(fd), Some(dev)) = (fresh, meta, &file, dev) {
             let bytes = resp.file.map_or(0, |(_, n)| n);
@@ -285,6 +288,21 @@ impl Serving {
             resp,
             dev,
         })
+    }
+
+    /// A response's word to the compression cache: a stored result was
+    /// served (it is the most recently used), or one is missing (the
+    /// helpers make it; this response went uncompressed).
+    fn compress_note(&mut self, note: spindle_core::compress::Note) {
+        let Some(z) = &self.ctx.compressor else {
+            return;
+        };
+        match note {
+            spindle_core::compress::Note::Served { name, .. } => z.served(&name),
+            spindle_core::compress::Note::Make(job) => {
+                z.request(job, &self.ctx.root);
+            }
+        }
     }
 
     // ----- listings ---------------------------------------------------

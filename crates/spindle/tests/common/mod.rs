@@ -196,6 +196,9 @@ pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
     pub stderr_log: PathBuf,
+    /// The server's own `--compress-cache`, removed with it (unless the
+    /// test named one).
+    pub compress_cache: Option<PathBuf>,
 }
 
 impl Server {
@@ -231,6 +234,14 @@ impl Server {
         } else {
             backend
         };
+        // Each server compresses into a directory of its own, not the
+        // machine's /var/cache/spindle/compress.
+        let compress_cache = (!extra.iter().any(|a| a.starts_with("--compress"))).then(|| {
+            std::env::temp_dir().join(format!("spindle-test-{}-{n}.zip", std::process::id()))
+        });
+        if let Some(d) = &compress_cache {
+            cmd.arg("--compress-cache").arg(d);
+        }
         cmd.arg("--backend")
             .arg(backend)
             .arg("--listen")
@@ -251,6 +262,7 @@ impl Server {
                     child,
                     addr,
                     stderr_log,
+                    compress_cache,
                 };
             }
             if text.contains("error") || Instant::now() > deadline {
@@ -309,6 +321,9 @@ impl Drop for Server {
         // its message in the log fails the test here.
         let log = std::fs::read_to_string(&self.stderr_log).unwrap_or_default();
         let _ = std::fs::remove_file(&self.stderr_log);
+        if let Some(d) = &self.compress_cache {
+            let _ = std::fs::remove_dir_all(d);
+        }
         if !std::thread::panicking() {
             assert!(!log.contains("panicked"), "the server panicked:\n{log}");
         }
@@ -653,4 +668,48 @@ pub fn connected_then_dropped(pid: u32, idle: usize, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The port of the https:// address in the server's startup line.
+pub fn https_port(srv: &Server) -> u16 {
+    let err = srv.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("]: serving "))
+        .expect("startup line");
+    line.split("https://")
+        .nth(1)
+        .and_then(|u| u.split('/').next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no https:// address in {line}"))
+}
+
+/// Starts a one-worker server with an HTTPS listener beside the plain
+/// one, serving `cert` and `key` (default: the test CA's P-256 pair);
+/// returns it and the HTTPS port.
+pub fn start_with_https(
+    backend: &str,
+    root: &Path,
+    pair: Option<(&Path, &Path)>,
+    extra: &[&str],
+) -> (Server, u16) {
+    let (cert, key) = match pair {
+        Some((c, k)) => (c.to_path_buf(), k.to_path_buf()),
+        None => (tls_data("p256.pem"), tls_data("p256.key")),
+    };
+    let mut args = vec![
+        "--workers",
+        "1",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let srv = Server::start(backend, root, &args);
+    let port = https_port(&srv);
+    (srv, port)
 }
