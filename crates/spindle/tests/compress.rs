@@ -528,3 +528,38 @@ fn off_means_off_and_bad_settings_are_one_line() {
         startup_error(&args, needle);
     }
 }
+
+#[test]
+fn curl_compressed_and_redbot_take_what_is_made() {
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let body = text(120_000, 11);
+    std::fs::write(root.path().join("guide.html"), &body).unwrap();
+    let (srv, port) = start("io-uring", root.path(), cache.path(), &[]);
+    let url = srv.url("/guide.html");
+    for c in ["gzip", "br", "zstd"] {
+        until_compressed(port, &url, &["-H", &format!("Accept-Encoding: {c}")]);
+        // curl asks for what it decodes (all three here) and decodes it.
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--compressed",
+                "-H",
+                &format!("Accept-Encoding: {c}"),
+                "-w",
+                "%{size_download}",
+            ])
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let (got, size) = out.stdout.split_at(body.len().min(out.stdout.len()));
+        assert_eq!(got, &body[..], "curl --compressed, {c}");
+        let size: usize = String::from_utf8_lossy(size).parse().unwrap();
+        assert!(size < body.len() / 3, "{c}: {size} bytes on the wire");
+    }
+    // REDbot asks with gzip, and checks the 304 and the 206 itself.
+    if let Some(bad) = redbot_bad_notes(&url) {
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+}
