@@ -16,6 +16,8 @@ pub struct LogInfo {
     pub user: Option<Vec<u8>>,
     /// The request came on an HTTP/2 stream (logged as `HTTP/2.0`).
     pub http2: bool,
+    /// The body's content coding (a sidecar or a compressed result).
+    pub coding: Option<crate::Encoding>,
 }
 
 impl LogInfo {
@@ -98,7 +100,7 @@ pub struct Timing {
 
 /// One JSON object per line (keys: `time`, `client`, `user`, `method`, `target`,
 /// `protocol`, `status`, `bytes`, `referer`, `user_agent`, `request_us`,
-/// `outcome`); a value that is not valid UTF-8 has each byte past ASCII
+/// `outcome`, `encoding`); a value that is not valid UTF-8 has each byte past ASCII
 /// as `\u00HH`. Newline included.
 pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &Timing) -> String {
     let mut s = String::with_capacity(256);
@@ -132,11 +134,17 @@ pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &T
         Some(u) => json_str(&mut s, u),
         None => s.push_str("null"),
     }
-    let _ = writeln!(
+    let _ = write!(
         s,
-        ",\"request_us\":{},\"outcome\":\"{}\"}}",
+        ",\"request_us\":{},\"outcome\":\"{}\",\"encoding\":",
         t.request_us, t.outcome
     );
+    match info.coding {
+        Some(e) => {
+            let _ = writeln!(s, "\"{}\"}}", e.token());
+        }
+        None => s.push_str("null}\n"),
+    }
     s
 }
 
@@ -194,6 +202,7 @@ mod tests {
             user_agent: Some(b"curl/8".to_vec()),
             user: None,
             http2: false,
+            coding: None,
         };
         assert_eq!(
             format_line("127.0.0.1", 971_211_336, &info, 2326),
@@ -223,6 +232,7 @@ mod tests {
             user_agent: Some("curl/8 \u{e9}".as_bytes().to_vec()),
             user: Some(b"alice".to_vec()),
             http2: false,
+            coding: Some(crate::Encoding::Br),
         };
         let t = Timing {
             request_us: 1234,
@@ -230,7 +240,7 @@ mod tests {
         };
         assert_eq!(
             format_json("::1", 971_211_336, &info, 10, &t),
-            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"user\":\"alice\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\"}\n"
+            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"user\":\"alice\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\",\"encoding\":\"br\"}\n"
         );
     }
 }

@@ -87,6 +87,10 @@ pub struct Session {
     /// What the last response tells the driver about the compression
     /// cache ([`Session::take_compress_note`]).
     compress_note: Option<compress::Note>,
+    /// The content coding of the response being made (a sidecar's or a
+    /// compressed result's), and of the one handed out last (the log's).
+    coding: Option<Encoding>,
+    last_coding: Option<Encoding>,
     /// Behind a proxy: the client its header named, or the proxy.
     client: Option<SocketAddr>,
     /// The error status whose configured page is being opened.
@@ -214,6 +218,8 @@ impl Session {
             sidecar: None,
             compressed: None,
             compress_note: None,
+            coding: None,
+            last_coding: None,
             client: None,
             error_page: None,
             root: 0,
@@ -386,6 +392,7 @@ impl Session {
                 user_agent: r.user_agent.clone(),
                 user: self.user().map(<[u8]>::to_vec),
                 http2: self.stream,
+                coding: self.last_coding,
             },
             (None, Some((method, target))) => LogInfo {
                 method: method.clone(),
@@ -764,6 +771,7 @@ impl Session {
 
     fn finish(&mut self, resp: Response) -> Step {
         self.last_status = resp.status;
+        self.last_coding = self.coding.take();
         self.state = State::AwaitSent {
             keep_alive: resp.keep_alive,
         };

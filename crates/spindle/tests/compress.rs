@@ -563,3 +563,38 @@ fn curl_compressed_and_redbot_take_what_is_made() {
         assert!(bad.is_empty(), "{bad:#?}");
     }
 }
+
+#[test]
+fn the_json_access_log_names_the_coding() {
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.css"), text(40_000, 12)).unwrap();
+    let log = cache.path().join("access.log");
+    let (srv, port) = start(
+        "io-uring",
+        root.path(),
+        cache.path(),
+        &[
+            "--access-log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "json",
+        ],
+    );
+    let url = srv.url("/a.css");
+    until_compressed(port, &url, &["-H", "Accept-Encoding: zstd"]);
+    curl(port, &url, &[]);
+    let lines = wait_log_lines(&log, 2);
+    let v: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let n = v.len();
+    assert_eq!(v[n - 2]["encoding"], "zstd", "{lines:#?}");
+    assert_eq!(v[n - 1]["encoding"], serde_json::Value::Null, "{lines:#?}");
+    assert_eq!(
+        v[0]["encoding"],
+        serde_json::Value::Null,
+        "the first went as it is"
+    );
+}

@@ -168,6 +168,7 @@ impl Session {
         let resp = match result {
             Ok(meta) => match meta.kind {
                 FileKind::Regular => {
+                    self.coding = rep.encoding;
                     let rules = cfg.rules.apply(rel_path);
                     response::for_file(&req, &meta, rel_path, rep, &rules, &ctx)
                 }
