@@ -109,3 +109,156 @@ fn load_page(browser: &str, backend: &str) {
     assert_eq!(list.len(), IMAGES + 1, "{protocols}");
     assert!(list.iter().all(|p| *p == "h2"), "{protocols}");
 }
+
+/// The Python documentation (Debian's python3.11-doc) as a real site.
+const PYDOC: &str = "/usr/share/doc/python3.11/html";
+
+#[test]
+fn chromium_loads_the_python_docs_compressed_over_h2() {
+    let Some(browser) = chromium() else {
+        test_skip::skip_or_fail("no chromium (Debian chromium)");
+        return;
+    };
+    if !std::path::Path::new(PYDOC).join("index.html").exists() {
+        test_skip::skip_or_fail("no Python documentation (Debian python3.11-doc)");
+        return;
+    }
+    // The front page and its _static/, symlinks followed (jquery.js and
+    // underscore.js point out of the tree), and a script that reports
+    // each resource once the page has loaded: its protocol, its sizes on
+    // the wire and decoded, and the SHA-256 of what the browser decoded.
+    let root = tempfile::tempdir().unwrap();
+    let st = Command::new("cp")
+        .arg("-rL")
+        .arg(format!("{PYDOC}/_static"))
+        .arg(root.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let page = std::fs::read_to_string(format!("{PYDOC}/index.html")).unwrap();
+    let probe = "<pre id=\"report\"></pre><script>\n\
+        window.addEventListener('load', async () => {\n\
+          const hex = b => [...new Uint8Array(b)].map(x => x.toString(16).padStart(2, '0')).join('');\n\
+          const out = [];\n\
+          for (const e of performance.getEntriesByType('resource')) {\n\
+            const body = await (await fetch(e.name, {cache: 'force-cache'})).arrayBuffer();\n\
+            out.push([new URL(e.name).pathname, e.nextHopProtocol, e.encodedBodySize, e.decodedBodySize, hex(await crypto.subtle.digest('SHA-256', body))].join(' '));\n\
+          }\n\
+          document.getElementById('report').textContent = out.join('\\n');\n\
+        });\n</script>";
+    std::fs::write(
+        root.path().join("index.html"),
+        page.replace("</body>", &format!("{probe}</body>")),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let srv = Server::start(
+        "io-uring",
+        root.path(),
+        &[
+            "--workers",
+            "1",
+            "--compress-cache",
+            cache.path().to_str().unwrap(),
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            tls_data("p256.pem").to_str().unwrap(),
+            "--tls-key",
+            tls_data("p256.key").to_str().unwrap(),
+        ],
+    );
+    // Every resource made in Brotli first (Chromium prefers it; the first
+    // request for a file goes as it is while it is made).
+    let statics: Vec<String> = std::fs::read_dir(root.path().join("_static"))
+        .unwrap()
+        .map(|e| format!("/_static/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    for p in &statics {
+        let url = srv.url(p);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let out = Command::new("curl")
+                .args([
+                    "-sS",
+                    "-o",
+                    "/dev/null",
+                    "-D",
+                    "-",
+                    "-H",
+                    "Accept-Encoding: br",
+                    &url,
+                ])
+                .output()
+                .unwrap();
+            let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+            // Small or not compressible: no coding, and none coming.
+            if head.contains("content-encoding: br") || !head.contains("vary: accept-encoding") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{p} never compressed");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let port = https_port(&srv);
+    let profile = root.path().with_extension("chromium-profile");
+    let out = Command::new(browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--ignore-certificate-errors",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("https://127.0.0.1:{port}/index.html"))
+        .output()
+        .expect("chromium");
+    let _ = std::fs::remove_dir_all(&profile);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let report = dom
+        .split("<pre id=\"report\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or("");
+    let lines: Vec<&str> = report.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        lines.len() >= 10,
+        "resources reported: {report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut compressed = 0;
+    for l in &lines {
+        let f: Vec<&str> = l.split(' ').collect();
+        let (path, proto, enc, dec, sha) = (f[0], f[1], f[2], f[3], f[4]);
+        let file = std::fs::read(root.path().join(path.trim_start_matches('/'))).unwrap();
+        assert_eq!(proto, "h2", "{l}");
+        assert_eq!(
+            dec.parse::<usize>().unwrap(),
+            file.len(),
+            "decoded size of {path}"
+        );
+        let want = Command::new("sha256sum")
+            .arg(root.path().join(path.trim_start_matches('/')))
+            .output()
+            .unwrap();
+        let want = String::from_utf8_lossy(&want.stdout);
+        assert_eq!(
+            sha,
+            want.split_whitespace().next().unwrap(),
+            "{path}: the bytes decoded"
+        );
+        let (enc, dec): (usize, usize) = (enc.parse().unwrap(), dec.parse().unwrap());
+        let text = [".css", ".js", ".svg", ".html"]
+            .iter()
+            .any(|x| path.ends_with(x));
+        if text && dec >= 256 {
+            assert!(enc < dec, "{path}: {enc} bytes on the wire for {dec}");
+            compressed += 1;
+        }
+    }
+    assert!(compressed >= 10, "{lines:#?}");
+}
