@@ -26,6 +26,30 @@ fn chromium() -> Option<&'static str> {
         .find(|c| Command::new(c).arg("--version").output().is_ok())
 }
 
+/// Chromium, headless with a fresh profile beside `near`, loads `url`
+/// (any certificate), lets its scripts run for up to 20 s of virtual
+/// time, and prints the DOM.
+fn dump_dom(browser: &str, url: &str, near: &std::path::Path) -> std::process::Output {
+    let profile = near.with_extension("chromium-profile");
+    let out = Command::new(browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--ignore-certificate-errors",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .output()
+        .expect("chromium");
+    let _ = std::fs::remove_dir_all(&profile);
+    out
+}
+
 #[test]
 fn chromium_loads_a_page_of_100_images_over_h2() {
     let Some(browser) = chromium() else {
@@ -78,22 +102,7 @@ fn load_page(browser: &str, backend: &str) {
         .unwrap()
         .trim_end_matches('/')
         .to_string();
-    let profile = root.dir.with_extension("chromium-profile");
-    let out = Command::new(browser)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--ignore-certificate-errors",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("{https}/page.html"))
-        .output()
-        .expect("chromium");
-    let _ = std::fs::remove_dir_all(&profile);
+    let out = dump_dom(browser, &format!("{https}/page.html"), &root.dir);
     let dom = String::from_utf8_lossy(&out.stdout);
     let protocols = dom
         .split("data-protocols=\"")
@@ -201,23 +210,11 @@ fn chromium_loads_the_python_docs_compressed_over_h2() {
         }
     }
     let port = https_port(&srv);
-    let profile = root.path().with_extension("chromium-profile");
-    let out = Command::new(browser)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--ignore-certificate-errors",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("https://127.0.0.1:{port}/index.html"))
-        .output()
-        .expect("chromium");
-    let _ = std::fs::remove_dir_all(&profile);
+    let out = dump_dom(
+        browser,
+        &format!("https://127.0.0.1:{port}/index.html"),
+        root.path(),
+    );
     let dom = String::from_utf8_lossy(&out.stdout);
     let report = dom
         .split("<pre id=\"report\">")
