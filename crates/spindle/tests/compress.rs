@@ -598,3 +598,43 @@ fn the_json_access_log_names_the_coding() {
         "the first went as it is"
     );
 }
+
+#[test]
+fn urllib3_decodes_each_coding() {
+    let have = Command::new("python3")
+        .args([
+            "-c",
+            "import urllib3.response as r, brotli; assert r.HAS_ZSTD",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        test_skip::skip_or_fail("python3 urllib3 with brotli and zstd not installed (pip: urllib3 brotli backports.zstd)");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let body = text(90_000, 13);
+    std::fs::write(root.path().join("api.json"), &body).unwrap();
+    let (srv, port) = start("io-uring", root.path(), cache.path(), &[]);
+    let url = srv.url("/api.json");
+    let script = "import sys, urllib3\n\
+        url, coding, want = sys.argv[1], sys.argv[2], open(sys.argv[3], 'rb').read()\n\
+        r = urllib3.request('GET', url, headers={'Accept-Encoding': coding}, decode_content=True)\n\
+        assert r.headers.get('Content-Encoding') == coding, r.headers\n\
+        assert r.data == want, len(r.data)\n\
+        print('ok', coding)\n";
+    for c in ["gzip", "br", "zstd"] {
+        until_compressed(port, &url, &["-H", &format!("Accept-Encoding: {c}")]);
+        let out = Command::new("python3")
+            .args(["-c", script, &url, c])
+            .arg(root.path().join("api.json"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{c}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
