@@ -241,36 +241,42 @@ impl Compressor {
         self.shared.counters.clone()
     }
 
-    /// Asks for `job`'s result; `false` when it is already being made or
-    /// the queue is full (the next request asks again).
+    /// Asks for `job`'s result; `false` when it is already being made,
+    /// the queue is full, or a helper holds the index (the next request
+    /// asks again: a worker never waits for a helper).
     pub fn request(&self, job: Job, roots: &Arc<Roots>) -> bool {
         let c = &self.shared.counters;
         c.misses.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut ix = lock(&self.shared.index);
-            // Made meanwhile: a miss is seen before the file is opened
-            // again, and the job asked for after.
-            if ix.entries.contains_key(&job.name) || !ix.making.insert(job.name.clone()) {
-                return false;
-            }
+        let Some(mut ix) = try_lock(&self.shared.index) else {
+            return false;
+        };
+        // Made meanwhile: a miss is seen before the file is opened again,
+        // and the job asked for after.
+        if ix.entries.contains_key(&job.name) || ix.making.contains(&job.name) {
+            return false;
         }
         let name = job.name.clone();
+        // The queue's lock inside the index's: a helper never takes them
+        // the other way round.
         let queued = self.shared.queue.push(Work {
             job,
             roots: roots.clone(),
         });
         if queued {
+            ix.making.insert(name);
             c.making.fetch_add(1, Ordering::Relaxed);
-        } else {
-            lock(&self.shared.index).making.remove(&name);
         }
         queued
     }
 
-    /// `name` was served: it is the most recently used.
+    /// `name` was served: it is the most recently used (unless a helper
+    /// holds the index now: the order is approximate, the worker never
+    /// waits for it).
     pub fn served(&self, name: &CStr) {
         self.shared.counters.hits.fetch_add(1, Ordering::Relaxed);
-        let mut ix = lock(&self.shared.index);
+        let Some(mut ix) = try_lock(&self.shared.index) else {
+            return;
+        };
         let now = ix.tick();
         if let Some(e) = ix.entries.get_mut(name) {
             e.used = now;
@@ -346,6 +352,15 @@ pub fn metrics_text() -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The lock if it is free now (a poisoned one is taken as free).
+fn try_lock<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 /// Removes what a crash left half made, and indexes the results, oldest
@@ -459,7 +474,8 @@ fn make(s: &Shared, w: &Work) -> std::io::Result<Option<u64>> {
     if written.0 != job.src.size || !same_version(&src, job) {
         return Ok(None);
     }
-    let keep = written.1 * 100 <= job.src.size * (100 - MIN_SAVING_PERCENT);
+    let keep = u128::from(written.1) * 100
+        <= u128::from(job.src.size) * u128::from(100 - MIN_SAVING_PERCENT);
     let f = tmp.file()?;
     if !keep {
         f.set_len(0)?;
