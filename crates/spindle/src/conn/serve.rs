@@ -244,7 +244,28 @@ impl Serving {
         let meta = result.as_ref().ok().copied();
         let small = meta
             .is_some_and(|m| m.kind == FileKind::Regular && m.size > 0 && m.size <= SMALL_FILE_MAX);
-        let mut resp = match life.session.opened(&self.ctx.session_cfg, req, result) {
+        let step = life.session.opened(&self.ctx.session_cfg, req, result);
+        // A file the session answers with another open (its compressed
+        // result, a sidecar) enters the cache too: else it is opened
+        // again on every request.
+        let bytes = match &step {
+            Step::Respond(r) => r.file.map_or(0, |(_, n)| n),
+            _ => meta.map_or(0, |m| m.size),
+        };
+        let first_use = match (fresh, meta, &file, dev) {
+            (true, Some(meta), Some(fd), Some(dev)) => {
+                if self.enters_cache(direct_reads, dev, meta.ino, bytes) {
+                    body = self
+                        .files
+                        .insert(&req.cache_key(), fd.clone(), meta, dev, now);
+                    false
+                } else {
+                    true
+                }
+            }
+            _ => false,
+        };
+        let mut resp = match step {
             Step::Respond(r) => r,
             Step::Open(next) => return Answer::Open(next),
             Step::List(list) => return Answer::List(list),
@@ -252,27 +273,6 @@ impl Serving {
         };
         if let Some(note) = life.session.take_compress_note() {
             self.compress_note(note);
-        }
-        let mut first_use = false;
-        if let (true, Some(meta), Some(fd), Some(dev)) = (fresh, meta, &file, dev) {
-            let bytes = resp.file.map_or(0, |(_, n)| n);
-            let again = !direct_reads
-                || match self.ctx.cfg.first_miss {
-                    FirstMiss::Cache => true,
-                    FirstMiss::Direct => self.ctx.recent.used(dev, meta.ino, bytes),
-                    // Recorded in either case, so that a file used while
-                    // memory had room is remembered once it is full.
-                    FirstMiss::Auto => {
-                        self.ctx.recent.used(dev, meta.ino, bytes) | self.ctx.memory.has_room()
-                    }
-                };
-            if again {
-                body = self
-                    .files
-                    .insert(&req.cache_key(), fd.clone(), meta, dev, now);
-            } else {
-                first_use = true;
-            }
         }
         let from_file = resp.file.is_some();
         let inlined = body.is_some_and(|b| inline_body(&mut resp, &b));
@@ -288,6 +288,22 @@ impl Serving {
             resp,
             dev,
         })
+    }
+
+    /// Whether a file just opened, whose response reads `bytes` of it,
+    /// enters the open-file cache now, or is a first use kept out of it
+    /// (`--first-miss`, recent.rs, memory.rs).
+    fn enters_cache(&self, direct_reads: bool, dev: u64, ino: u64, bytes: u64) -> bool {
+        !direct_reads
+            || match self.ctx.cfg.first_miss {
+                FirstMiss::Cache => true,
+                FirstMiss::Direct => self.ctx.recent.used(dev, ino, bytes),
+                // Recorded in either case, so that a file used while
+                // memory had room is remembered once it is full.
+                FirstMiss::Auto => {
+                    self.ctx.recent.used(dev, ino, bytes) | self.ctx.memory.has_room()
+                }
+            }
     }
 
     /// A response's word to the compression cache: a stored result was
