@@ -84,7 +84,7 @@ impl Default for Levels {
 }
 
 impl Levels {
-    /// The level of `e`, as a number (for the configuration's checks).
+    /// Each level within its coding's range (the configuration's check).
     pub fn check(&self) -> Result<(), String> {
         if !(1..=9).contains(&self.gzip) {
             return Err(format!("compress-levels: gzip {} is not 1 to 9", self.gzip));

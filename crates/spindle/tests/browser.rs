@@ -161,21 +161,11 @@ fn chromium_loads_the_python_docs_compressed_over_h2() {
     )
     .unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let srv = Server::start(
+    let (srv, port) = start_with_https(
         "io-uring",
         root.path(),
-        &[
-            "--workers",
-            "1",
-            "--compress-cache",
-            cache.path().to_str().unwrap(),
-            "--tls-listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            tls_data("p256.pem").to_str().unwrap(),
-            "--tls-key",
-            tls_data("p256.key").to_str().unwrap(),
-        ],
+        None,
+        &["--compress-cache", cache.path().to_str().unwrap()],
     );
     // Every resource made in Brotli first (Chromium prefers it; the first
     // request for a file goes as it is while it is made).
@@ -209,7 +199,6 @@ fn chromium_loads_the_python_docs_compressed_over_h2() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
-    let port = https_port(&srv);
     let out = dump_dom(
         browser,
         &format!("https://127.0.0.1:{port}/index.html"),
