@@ -495,9 +495,6 @@ pub(crate) fn for_file(
     let (status, offset, len) = match range {
         RangeResult::Full => (200, 0, meta.size),
         RangeResult::Partial(start, len) => (206, start, len),
-        // Parts of an encoded representation would each need it named:
-        // the whole of it instead (rare; a client can ask again for one).
-        RangeResult::Multi(_) if rep.encoding.is_some() => (200, 0, meta.size),
         RangeResult::Multi(ranges) => {
             return multipart(meta, &ranges, &ctype, tag, &last_modified, rep, rules, ctx)
         }
@@ -529,7 +526,8 @@ pub(crate) fn for_file(
 
 /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the head carries the
 /// first part's header, and each later part (and the closing delimiter)
-/// is a [`Part`] of the response.
+/// is a [`Part`] of the response. Of an encoded representation (a
+/// compressed result, a sidecar), each part's header names the coding.
 #[allow(clippy::too_many_arguments)]
 fn multipart(
     meta: &FileMeta,
@@ -552,6 +550,12 @@ fn multipart(
         p.extend_from_slice(boundary.as_bytes());
         p.extend_from_slice(b"\r\nContent-Type: ");
         p.extend_from_slice(ctype.as_bytes());
+        if let Some(e) = rep.encoding {
+            // Each part is a range of the encoded representation: the
+            // part says so (the multipart body itself is not encoded).
+            p.extend_from_slice(b"\r\nContent-Encoding: ");
+            p.extend_from_slice(e.token().as_bytes());
+        }
         p.extend_from_slice(b"\r\nContent-Range: bytes ");
         push_u64(&mut p, off);
         p.push(b'-');

@@ -109,6 +109,36 @@ fn curl(port: u16, url: &str, args: &[&str]) -> Got {
 }
 
 /// The reference decoder of `coding`.
+/// The parts of a `multipart/byteranges` body: each part's header text
+/// and its bytes (as long as its `Content-Range` says).
+fn multipart_parts(body: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut parts = Vec::new();
+    let mut at = 0;
+    while let Some(i) = find(&body[at..], b"Content-Range: bytes ") {
+        let start = at + i;
+        let end = start + find(&body[start..], b"\r\n\r\n").expect("part header's end");
+        let line = std::str::from_utf8(&body[start..end]).unwrap();
+        let range = line["Content-Range: bytes ".len()..]
+            .split('/')
+            .next()
+            .unwrap();
+        let (a, b) = range.split_once('-').unwrap();
+        let len = b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1;
+        let head_from = body[..start]
+            .windows(2)
+            .rposition(|w| w == b"--")
+            .unwrap_or(0);
+        let head = String::from_utf8_lossy(&body[head_from..end]).into_owned();
+        parts.push((head, body[end + 4..end + 4 + len].to_vec()));
+        at = end + 4 + len;
+    }
+    parts
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
 fn decode(coding: &str, bytes: &[u8]) -> Vec<u8> {
     let tool = match coding {
         "gzip" => "gzip",
@@ -200,6 +230,24 @@ fn each_coding_over_each_protocol(backend: &str) {
             assert_eq!(r.status, 206);
             assert_eq!(r.field("content-encoding"), Some(coding));
             assert_eq!(r.body, g.body[10..110]);
+            // Several ranges: parts of the compressed bytes, each naming
+            // the coding (the multipart body itself is not encoded).
+            let m = curl(port, url, &[proto, "-H", &ae, "-r", "0-9,200-299"]);
+            assert_eq!(m.status, 206, "{url} {proto} {coding}");
+            assert_eq!(m.field("content-encoding"), None);
+            assert_eq!(m.field("etag"), Some(tag.as_str()));
+            let parts = multipart_parts(&m.body);
+            assert_eq!(parts.len(), 2, "{url} {proto} {coding}");
+            for (i, (head, bytes)) in parts.iter().enumerate() {
+                let (from, to) = [(0, 10), (200, 300)][i];
+                assert!(
+                    head.contains(&format!("Content-Encoding: {coding}")),
+                    "{head}"
+                );
+                let range = format!("Content-Range: bytes {from}-{}/{}", to - 1, g.body.len());
+                assert!(head.contains(&range), "{head}");
+                assert_eq!(bytes, &g.body[from..to]);
+            }
             let h = curl(port, url, &[proto, "-H", &ae, "-I"]);
             assert_eq!(h.field("content-length"), g.field("content-length"));
             assert_eq!(h.field("etag"), Some(tag.as_str()));

@@ -102,6 +102,21 @@ fn sidecars_by_accept_encoding_on_every_backend() {
             "{b}"
         );
         assert_eq!(r.body, br[100..200], "{b}");
+        // Several ranges: parts of the encoded bytes, each naming the
+        // coding; the multipart body itself carries none.
+        let r = with_ae(
+            &srv,
+            "GET",
+            "/app.js",
+            "Accept-Encoding: br\r\nRange: bytes=0-9,100-199\r\n",
+        );
+        assert_eq!(r.status, 206, "{b}");
+        assert_eq!(r.header("content-encoding"), None, "{b}");
+        let text = String::from_utf8_lossy(&r.body);
+        assert_eq!(text.matches("Content-Encoding: br\r\n").count(), 2, "{b}");
+        assert!(text.contains("Content-Range: bytes 100-199/70000"), "{b}");
+        let tail = &r.body[r.body.windows(4).rposition(|w| w == b"\r\n\r\n").unwrap() + 4..];
+        assert!(tail.starts_with(&br[100..200]), "{b}");
         let tag_br = h.header("etag").unwrap().to_string();
         let tag_id = with_ae(&srv, "HEAD", "/app.js", "")
             .header("etag")
