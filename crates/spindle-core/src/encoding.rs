@@ -8,7 +8,7 @@
 //! candidates in turn ([`crate::Session::opened`]).
 
 /// A content coding spindle can serve from a sidecar file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Encoding {
     Br,
     Zstd,

@@ -25,6 +25,7 @@
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
 
+use crate::encoding::Encoding;
 use crate::file::FileKind;
 
 /// Entries a listing holds at most: the driver stops reading there.
@@ -37,6 +38,16 @@ pub const MAX_BYTES: usize = 64 << 20;
 pub enum Format {
     Html,
     Json,
+}
+
+impl Format {
+    /// The listing's `Content-Type` in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Html => "text/html; charset=utf-8",
+            Format::Json => "application/json",
+        }
+    }
 }
 
 /// One entry, as the driver found it.
@@ -60,6 +71,22 @@ pub struct Listing {
     pub etag: String,
     /// Entries were left out ([`MAX_ENTRIES`], [`MAX_BYTES`]).
     pub truncated: bool,
+    /// The body is compressed in this coding ([`Listing::encoded`]).
+    pub coding: Option<Encoding>,
+}
+
+impl Listing {
+    /// This listing with `body`, its body compressed in `coding`: the tag
+    /// gains `-` and the coding's token, so that it names this
+    /// representation only (as a compressed file's does).
+    pub fn encoded(mut self, coding: Encoding, body: Vec<u8>) -> Listing {
+        debug_assert!(self.coding.is_none(), "compressed twice");
+        let open = self.etag.strip_suffix('"').unwrap_or(&self.etag);
+        self.etag = format!("{open}-{}\"", coding.token());
+        self.body = body;
+        self.coding = Some(coding);
+        self
+    }
 }
 
 /// Whether an entry named `name` in directory `dir` (relative to the
@@ -278,6 +305,7 @@ pub fn render(
         body,
         etag,
         truncated: cut,
+        coding: None,
     }
 }
 

@@ -381,7 +381,15 @@ impl Tag {
 /// `Last-Modified`: a directory's time does not change when an entry is
 /// written, so only the tag can say whether the listing did. Ranges are
 /// not offered.
-pub(crate) fn for_listing(req: &Request, listing: &crate::listing::Listing, ctx: &Ctx) -> Response {
+///
+/// `vary_encoding`: compression covers listings of this format, so the
+/// response depends on `Accept-Encoding` too, whatever this client takes.
+pub(crate) fn for_listing(
+    req: &Request,
+    listing: &crate::listing::Listing,
+    vary_encoding: bool,
+    ctx: &Ctx,
+) -> Response {
     let tag = listing.etag.as_str();
     if req
         .if_match
@@ -397,17 +405,19 @@ pub(crate) fn for_listing(req: &Request, listing: &crate::listing::Listing, ctx:
     let status = if not_modified { 304 } else { 200 };
     let mut h = Head::new(status, ctx);
     if !not_modified {
-        h.header(
-            "Content-Type",
-            match listing.format {
-                crate::listing::Format::Html => "text/html; charset=utf-8",
-                crate::listing::Format::Json => "application/json",
-            },
-        )
-        .header_u64("Content-Length", listing.body.len() as u64);
+        h.header("Content-Type", listing.format.content_type())
+            .header_u64("Content-Length", listing.body.len() as u64);
+        if let Some(e) = listing.coding {
+            h.header("Content-Encoding", e.token());
+        }
     }
+    let vary = if vary_encoding {
+        "Accept, Accept-Encoding"
+    } else {
+        "Accept"
+    };
     h.header("ETag", tag)
-        .header("Vary", "Accept")
+        .header("Vary", vary)
         .header("Cache-Control", "no-cache");
     if listing.truncated {
         h.header("Listing-Truncated", "true");

@@ -675,7 +675,14 @@ impl Session {
             req.method == Method::Head,
         );
         let resp = match result {
-            Ok(l) => response::for_listing(&req, l, &ctx),
+            Ok(l) => {
+                let vary = cfg
+                    .compress
+                    .as_ref()
+                    .is_some_and(|c| c.typed(l.format.content_type()));
+                self.coding = l.coding;
+                response::for_listing(&req, l, vary, &ctx)
+            }
             Err(e) => error_for(e.status(), &ctx),
         };
         self.last_req = Some(req);

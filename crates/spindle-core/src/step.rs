@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::auth::{Auth, Credentials};
 
+use crate::encoding::Encoding;
 use crate::listing;
 use crate::response::Response;
 
@@ -53,6 +54,10 @@ pub struct ListRequest {
     pub format: listing::Format,
     /// Which document root, as [`OpenRequest::root`].
     pub root: u16,
+    /// Compress the listing in this coding (`--compress` covers the
+    /// format's type and the client takes it), if it is large enough and
+    /// the saving is worth it.
+    pub coding: Option<Encoding>,
 }
 
 impl ListRequest {

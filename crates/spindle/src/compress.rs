@@ -523,7 +523,7 @@ fn encode<W: Write>(
     let out = Counted { inner: out, n: 0 };
     let mut buf = vec![0u8; READ_BLOCK];
     let mut read = 0u64;
-    let mut pump = |w: &mut dyn Write| -> Result<(), Fault> {
+    let pump = |w: &mut dyn Write| -> Result<(), Fault> {
         loop {
             let n = match src.read(&mut buf) {
                 Ok(0) => return Ok(()),
@@ -539,13 +539,36 @@ fn encode<W: Write>(
             w.write_all(&buf[..n]).map_err(Fault::Write)?;
         }
     };
-    let written = match job.coding {
+    let out = encoded(job.coding, levels, out, pump)?;
+    Ok((read, out.n))
+}
+
+/// `data` compressed in `coding` at its level of `levels` (a listing's
+/// body, made in memory by a listing helper).
+pub fn compress_bytes(coding: Encoding, levels: &Levels, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let out = Vec::with_capacity(data.len() / 4);
+    encoded(coding, levels, out, |w| {
+        w.write_all(data).map_err(Fault::Write)
+    })
+    .map_err(|f| match f {
+        Fault::Write(e) => e,
+        Fault::Read => std::io::Error::other("read fault without a read"),
+    })
+}
+
+/// Runs `pump` into an encoder of `coding` over `out`, finishes the
+/// encoder and hands `out` back, flushed.
+fn encoded<W: Write>(
+    coding: Encoding,
+    levels: &Levels,
+    out: W,
+    pump: impl FnOnce(&mut dyn Write) -> Result<(), Fault>,
+) -> Result<W, Fault> {
+    let mut out = match coding {
         Encoding::Gzip => {
             let mut z = flate2::write::GzEncoder::new(out, flate2::Compression::new(levels.gzip));
             pump(&mut z)?;
-            let mut out = z.finish().map_err(Fault::Write)?;
-            out.flush().map_err(Fault::Write)?;
-            out.n
+            z.finish().map_err(Fault::Write)?
         }
         Encoding::Br => {
             let params = brotli::enc::BrotliEncoderParams {
@@ -556,20 +579,17 @@ fn encode<W: Write>(
             let mut b = brotli::CompressorWriter::with_params(out, READ_BLOCK, &params);
             pump(&mut b)?;
             b.flush().map_err(Fault::Write)?;
-            let mut out = b.into_inner();
-            out.flush().map_err(Fault::Write)?;
-            out.n
+            b.into_inner()
         }
         Encoding::Zstd => {
             let mut z =
                 zstd::stream::write::Encoder::new(out, levels.zstd).map_err(Fault::Write)?;
             pump(&mut z)?;
-            let mut out = z.finish().map_err(Fault::Write)?;
-            out.flush().map_err(Fault::Write)?;
-            out.n
+            z.finish().map_err(Fault::Write)?
         }
     };
-    Ok((read, written))
+    out.flush().map_err(Fault::Write)?;
+    Ok(out)
 }
 
 /// A temporary file in the cache directory, removed unless renamed.

@@ -108,7 +108,6 @@ fn curl(port: u16, url: &str, args: &[&str]) -> Got {
     }
 }
 
-/// The reference decoder of `coding`.
 /// The parts of a `multipart/byteranges` body: each part's header text
 /// and its bytes (as long as its `Content-Range` says).
 fn multipart_parts(body: &[u8]) -> Vec<(String, Vec<u8>)> {
@@ -139,6 +138,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The reference decoder of `coding`.
 fn decode(coding: &str, bytes: &[u8]) -> Vec<u8> {
     let tool = match coding {
         "gzip" => "gzip",
@@ -685,4 +685,86 @@ fn urllib3_decodes_each_coding() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn listings_go_compressed_in_each_coding_over_each_protocol() {
+    for b in &backends_with(Cap::Http2) {
+        eprintln!("backend {b}");
+        listings_in_each_coding(b);
+    }
+}
+
+fn listings_in_each_coding(backend: &str) {
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let big = root.path().join("big");
+    std::fs::create_dir(&big).unwrap();
+    for i in 0..2000 {
+        std::fs::write(big.join(format!("entry-{i:05}.txt")), b"x").unwrap();
+    }
+    let small = root.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    std::fs::write(small.join("a"), b"x").unwrap();
+    let (srv, port) = start(backend, root.path(), cache.path(), &["--autoindex"]);
+    let plain = srv.url("/big/");
+    let tls = format!("https://localhost:{port}/big/");
+    for accept in ["text/html", "application/json"] {
+        let at = format!("Accept: {accept}");
+        let identity = curl(port, &plain, &["-H", &at]);
+        assert_eq!(identity.status, 200);
+        assert_eq!(identity.field("content-encoding"), None);
+        assert_eq!(identity.field("vary"), Some("Accept, Accept-Encoding"));
+        let identity_tag = identity.field("etag").unwrap().to_string();
+        for coding in ["gzip", "br", "zstd"] {
+            let ae = format!("Accept-Encoding: {coding}");
+            for (url, proto) in [
+                (&plain, "--http1.1"),
+                (&tls, "--http1.1"),
+                (&tls, "--http2"),
+            ] {
+                let g = curl(port, url, &[proto, "-H", &at, "-H", &ae]);
+                let what = format!("{accept} {coding} {url} {proto}");
+                assert_eq!(g.status, 200, "{what}");
+                assert_eq!(g.field("content-encoding"), Some(coding), "{what}");
+                assert_eq!(g.field("vary"), Some("Accept, Accept-Encoding"));
+                assert_eq!(g.field("content-length").unwrap(), g.body.len().to_string());
+                assert!(
+                    g.body.len() < identity.body.len() / 5,
+                    "{what}: {}",
+                    g.body.len()
+                );
+                assert_eq!(decode(coding, &g.body), identity.body, "{what}");
+                let tag = g.field("etag").unwrap().to_string();
+                assert_ne!(tag, identity_tag, "{what}: an ETag per coding");
+                let inm = format!("If-None-Match: {tag}");
+                let c = curl(port, url, &[proto, "-H", &at, "-H", &ae, "-H", &inm]);
+                assert_eq!(c.status, 304, "{what}");
+                // The coding's tag does not match the identity listing.
+                let c = curl(port, url, &[proto, "-H", &at, "-H", &inm]);
+                assert_eq!(c.status, 200, "{what}");
+            }
+        }
+    }
+    // A listing under --compress-min-size goes as it is.
+    let json = "Accept: application/json";
+    let s = curl(
+        port,
+        &srv.url("/small/"),
+        &["-H", json, "-H", "Accept-Encoding: gzip"],
+    );
+    assert!(s.body.len() < 256, "{}", s.body.len());
+    assert_eq!(s.field("content-encoding"), None);
+    assert_eq!(s.field("vary"), Some("Accept, Accept-Encoding"));
+    // Off: neither compressed nor varying by Accept-Encoding.
+    let off = tempfile::tempdir().unwrap();
+    let (srv, port) = start(
+        backend,
+        root.path(),
+        off.path(),
+        &["--autoindex", "--compress", "off"],
+    );
+    let g = curl(port, &srv.url("/big/"), &["-H", "Accept-Encoding: gzip"]);
+    assert_eq!(g.field("content-encoding"), None);
+    assert_eq!(g.field("vary"), Some("Accept"));
 }

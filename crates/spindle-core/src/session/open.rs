@@ -92,6 +92,15 @@ impl Session {
                 let dir = dir.strip_suffix(b"/").unwrap_or(dir);
                 let req = self.current.as_ref().expect("current request");
                 let format = crate::listing::negotiate(req.accept.as_deref());
+                let coding = cfg
+                    .compress
+                    .as_ref()
+                    .filter(|c| c.typed(format.content_type()))
+                    .and_then(|c| {
+                        let codings =
+                            encoding::negotiate(req.accept_encoding.as_deref(), &c.codings);
+                        codings.first().copied()
+                    });
                 let path = CString::new(if dir.is_empty() { &b"."[..] } else { dir })
                     .expect("path has no NUL");
                 self.state = State::AwaitList;
@@ -99,6 +108,7 @@ impl Session {
                     path,
                     format,
                     root: self.root,
+                    coding,
                 });
             }
         }

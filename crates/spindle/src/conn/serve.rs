@@ -139,6 +139,7 @@ impl Serving {
                 pool.clone(),
                 ctx.root.clone(),
                 ctx.cfg.dotfiles,
+                ctx.session_cfg.compress.as_ref().map_or(0, |c| c.min_size),
                 ctx.cfg.open_file_cache_valid,
                 helpers_efd.clone(),
             )
