@@ -21,6 +21,7 @@ use crate::recent::RecentFiles;
 pub fn run(mut cfg: Config) -> Result<(), String> {
     // Read before anything can replace the binary (a handover runs it).
     let program = crate::handover::Program::current();
+    crate::sys::keep_freed_memory();
     crate::errlog::configure(cfg.log_level, cfg.error_log.as_deref())?;
     let mut roots = Roots::open(&cfg.root, &cfg.hosts)?;
     choose_backend(&mut cfg)?;
