@@ -121,9 +121,6 @@ pub struct Counters {
     /// Jobs that gave nothing: the file changed or went, or the cache
     /// could not be written.
     pub failed: AtomicU64,
-    /// Results served, and requests that found none and went uncompressed.
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
     /// Results removed to keep the cache within its bound.
     pub evicted: AtomicU64,
     /// Jobs queued or being made now.
@@ -246,7 +243,6 @@ impl Compressor {
     /// asks again: a worker never waits for a helper).
     pub fn request(&self, job: Job, roots: &Arc<Roots>) -> bool {
         let c = &self.shared.counters;
-        c.misses.fetch_add(1, Ordering::Relaxed);
         let Some(mut ix) = try_lock(&self.shared.index) else {
             return false;
         };
@@ -269,17 +265,23 @@ impl Compressor {
         queued
     }
 
-    /// `name` was served: it is the most recently used (unless a helper
-    /// holds the index now: the order is approximate, the worker never
-    /// waits for it).
-    pub fn served(&self, name: &CStr) {
-        self.shared.counters.hits.fetch_add(1, Ordering::Relaxed);
+    /// The results a worker served since it last told (once a tick, not
+    /// once a response: the index's lock is shared by every worker) are
+    /// the most recently used, and `names` is emptied; unless a helper
+    /// holds the index now (the worker never waits for it), then they stay
+    /// for the next time. The order is approximate either way.
+    pub fn served(&self, names: &mut Vec<CString>) {
+        if names.is_empty() {
+            return;
+        }
         let Some(mut ix) = try_lock(&self.shared.index) else {
             return;
         };
         let now = ix.tick();
-        if let Some(e) = ix.entries.get_mut(name) {
-            e.used = now;
+        for name in names.drain(..) {
+            if let Some(e) = ix.entries.get_mut(&name) {
+                e.used = now;
+            }
         }
     }
 
@@ -294,7 +296,8 @@ static RUNNING: std::sync::OnceLock<Arc<Compressor>> = std::sync::OnceLock::new(
 
 /// The compressor's metrics, in Prometheus' text format (nothing when
 /// compression is off).
-pub fn metrics_text() -> String {
+/// `hits` and `misses` are the workers' counts (`WorkerMetrics`).
+pub fn metrics_text(hits: u64, misses: u64) -> String {
     use std::fmt::Write as _;
     let Some(z) = RUNNING.get() else {
         return String::new();
@@ -312,7 +315,7 @@ pub fn metrics_text() -> String {
         "spindle_compress_lookups_total",
         "counter",
         "Responses that could go compressed: hit (sent from a stored result) or miss (sent as they are; the result asked for).",
-        &[("{result=\"hit\"}", get(&c.hits)), ("{result=\"miss\"}", get(&c.misses))],
+        &[("{result=\"hit\"}", hits), ("{result=\"miss\"}", misses)],
     );
     fam(
         "spindle_compress_jobs_total",

@@ -184,6 +184,9 @@ pub struct WorkerMetrics {
     /// Responses whose body is a small file: from memory, or not.
     pub small_hits: Counter,
     pub small_misses: Counter,
+    /// Responses that could go compressed: from a stored result, or not.
+    pub compress_hits: Counter,
+    pub compress_misses: Counter,
     pauses: [Counter; PAUSE_REASONS.len()],
     timeouts: [Counter; TIMEOUT_KINDS.len()],
     refusals: [Counter; REFUSALS.len()],
@@ -242,6 +245,16 @@ impl WorkerMetrics {
             self.small_hits.inc()
         } else {
             self.small_misses.inc()
+        }
+    }
+
+    /// A response that could go compressed: `hit`, from a stored result.
+    #[inline]
+    pub fn compress(&self, hit: bool) {
+        if hit {
+            self.compress_hits.inc()
+        } else {
+            self.compress_misses.inc()
         }
     }
 
@@ -330,7 +343,10 @@ impl Registry {
             self.log.dropped(),
         );
         o.0.push_str(&crate::acme::metrics_text());
-        o.0.push_str(&crate::compress::metrics_text());
+        o.0.push_str(&crate::compress::metrics_text(
+            self.sum(|w| w.compress_hits.get()),
+            self.sum(|w| w.compress_misses.get()),
+        ));
         o.0
     }
 

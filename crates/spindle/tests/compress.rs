@@ -447,6 +447,14 @@ fn many_clients_at_once_make_one_compression() {
         made, "spindle_compress_jobs_total{result=\"made\"} 1",
         "{metrics}"
     );
+    // Every response counted once: a hit (from the result) or a miss.
+    let lookups = |result: &str| -> u64 {
+        let key = format!("spindle_compress_lookups_total{{result=\"{result}\"}} ");
+        let line = metrics.lines().find(|l| l.starts_with(&key)).unwrap();
+        line[key.len()..].parse().unwrap()
+    };
+    assert!(lookups("hit") >= 1, "{metrics}");
+    assert!(lookups("hit") + lookups("miss") >= 201, "{metrics}");
 }
 
 #[test]

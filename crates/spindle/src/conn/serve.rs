@@ -122,7 +122,15 @@ pub struct Serving {
     /// sweep until then (see [`Serving::sweep`]).
     next_scan: Instant,
     tls: TlsConfigs,
+    /// Compressed results served since the last tick, for the
+    /// compressor's LRU order (at most [`SERVED_BATCH`]).
+    served: Vec<std::ffi::CString>,
 }
+
+/// Served results a worker remembers between two ticks for the
+/// compressor's LRU order; past it, the order forgets some (a result
+/// served that often is recent anyway).
+pub const SERVED_BATCH: usize = 4096;
 
 /// A new connection's start: its life, and its TLS configuration on an
 /// HTTPS listener.
@@ -167,6 +175,7 @@ impl Serving {
             drain_deadline: None,
             next_scan: Instant::now(),
             tls,
+            served: Vec::new(),
         };
         s.tls.copy = s.tls.shared.as_ref().map(|t| t.current());
         Ok(s)
@@ -315,10 +324,23 @@ impl Serving {
             return;
         };
         match note {
-            spindle_core::compress::Note::Served { name, .. } => z.served(&name),
+            spindle_core::compress::Note::Served { name, .. } => {
+                self.ctx.metrics.compress(true);
+                if self.served.len() < SERVED_BATCH {
+                    self.served.push(name);
+                }
+            }
             spindle_core::compress::Note::Make(job) => {
+                self.ctx.metrics.compress(false);
                 z.request(job, &self.ctx.root);
             }
+        }
+    }
+
+    /// Each tick: tells the compressor which results were served.
+    pub fn tell_served(&mut self) {
+        if let Some(z) = &self.ctx.compressor {
+            z.served(&mut self.served);
         }
     }
 

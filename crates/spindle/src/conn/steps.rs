@@ -285,6 +285,7 @@ pub trait Steps: Transport {
         if self.parts().0.take_reload() {
             self.reloaded();
         }
+        self.parts().0.tell_served();
         // --limit-rate: the responses that used their allowance go on.
         let throttled = std::mem::take(&mut self.parts().0.throttled);
         for who in throttled {
