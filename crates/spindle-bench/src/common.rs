@@ -112,6 +112,7 @@ pub fn setup(root: &Path, workers: u32) -> ServerSetup {
         spindle_flags: Vec::new(),
         tls: None,
         http2: false,
+        compress: None,
     }
 }
 

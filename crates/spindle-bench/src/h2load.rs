@@ -83,6 +83,48 @@ pub fn metrics(text: &str) -> Result<BTreeMap<String, f64>> {
     Ok(m)
 }
 
+/// What an h2load run received, from its `traffic:` line: every byte
+/// read from its sockets (`total`), the header names and values
+/// (`headers`, not the status lines and CRLFs), and the bodies as
+/// decoded from HTTP/1.1 chunks (`data`). With `--warm-up-time`, h2load
+/// 1.52 counts the warm-up's headers and data but not its total: run the
+/// warm-up apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Traffic {
+    pub total: f64,
+    pub headers: f64,
+    pub data: f64,
+}
+
+/// The byte counts of h2load's `traffic:` line (the exact numbers in
+/// parentheses), if it printed one.
+pub fn traffic(text: &str) -> Option<Traffic> {
+    let line = text.lines().find(|l| l.starts_with("traffic:"))?;
+    // "traffic: 39.56MB (41483366) total, 650.91KB (666531) headers
+    // (space savings 0.00%), 38.73MB (40607861) data"
+    let mut counts = line.split('(').skip(1).filter_map(|p| {
+        let (n, rest) = p.split_once(')')?;
+        let what = rest.split_whitespace().next()?.trim_end_matches(',');
+        Some((what.to_string(), n.parse::<f64>().ok()?))
+    });
+    let mut get = |want: &str| counts.find(|(w, _)| w == want).map(|(_, n)| n);
+    Some(Traffic {
+        total: get("total")?,
+        headers: get("headers")?,
+        data: get("data")?,
+    })
+}
+
+/// How long the run took, from `finished in 1.83s` (or `500.71ms`).
+pub fn elapsed_seconds(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with("finished in "))?;
+    let t = line.strip_prefix("finished in ")?.split(',').next()?.trim();
+    match t.strip_suffix("ms") {
+        Some(ms) => ms.parse::<f64>().ok().map(|v| v / 1000.0),
+        None => t.strip_suffix('s')?.parse().ok(),
+    }
+}
+
 /// Longest an h2load run may take: it waits without end for a
 /// connection a server never accepts (lighttpd at its descriptor limit).
 const MAX_RUN_SECS: &str = "300";
@@ -139,5 +181,23 @@ time for request:      120us     45.67ms      4.12ms      2.01ms    89.00%
         assert_eq!(m["fetch_ms_p50"], 4.12);
         assert_eq!(m["fetch_ms_p99"], 45.67);
         assert!(super::metrics("nothing").is_err());
+    }
+
+    #[test]
+    fn traffic_and_elapsed_time_are_read() {
+        let text = "finished in 5.00s, 609.80 req/s, 7.91MB/s
+requests: 3049 total, 3099 started, 3049 done, 3049 succeeded, 0 failed, 0 errored, 0 timeout
+traffic: 39.56MB (41483366) total, 650.91KB (666531) headers (space savings 0.00%), 38.73MB (40607861) data
+";
+        let t = super::traffic(text).unwrap();
+        assert_eq!(t.total, 41483366.0);
+        assert_eq!(t.headers, 666531.0);
+        assert_eq!(t.data, 40607861.0);
+        assert_eq!(super::elapsed_seconds(text), Some(5.0));
+        assert_eq!(
+            super::elapsed_seconds("finished in 500.71ms, 1 req/s, 1MB/s"),
+            Some(0.50071)
+        );
+        assert!(super::traffic("requests: 1 total").is_none());
     }
 }

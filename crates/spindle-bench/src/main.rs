@@ -1,6 +1,7 @@
-//! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`), the
-//! `soak`, `scaleout` (HAProxy over three replicas), and a thin dispatcher over the other benchmark crates (`pipetest`, `naio`,
-//! `slowdisk`).
+//! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`),
+//! `rules`, `compress` (compression on the fly against the peers), the `soak`,
+//! `scaleout` (HAProxy over three replicas), and a thin dispatcher over the other
+//! benchmark crates (`pipetest`, `naio`, `slowdisk`).
 //!
 //! The binary also carries the server and the load generator as hidden subcommands
 //! (`__spindle` runs `spindle`, `__load` runs `spindle-load`), so the harness needs no
@@ -8,6 +9,7 @@
 
 mod cold;
 mod common;
+mod compress;
 mod data;
 mod h2idle;
 mod h2load;
@@ -51,6 +53,12 @@ enum Command {
     Hot(hot::HotArgs),
     /// What access rules cost on hot files, and a flood of wrong passwords beside another client.
     Rules(rules::RulesArgs),
+    /// Compression on the fly against the peers (nginx gzip, lighttpd mod_deflate, Caddy encode,
+    /// H2O compress), Python docs, cached, keep-alive: req/s, CPU and bytes on the wire per
+    /// request in gzip, br and zstd, and a 1 MiB file's first request (nginx-gzipN: nginx at gzip
+    /// level N).
+    #[command(mut_arg("servers", |a| a.default_value(compress::COMPRESS_SERVERS)))]
+    Compress(compress::CompressArgs),
     /// Throughput and server RSS as idle keep-alive connections grow.
     Idle(idle::IdleArgs),
     /// Mixed traffic for a long time: RSS, descriptors and CQ overflows must stay flat.
@@ -77,6 +85,7 @@ fn main() {
         Command::Large(a) => large::run(a),
         Command::Hot(a) => hot::run(a),
         Command::Rules(a) => rules::run(a),
+        Command::Compress(a) => compress::run(a),
         Command::Idle(a) => idle::run(a),
         Command::Soak(a) => soak::run(a),
         Command::Scaleout(a) => scaleout::run(a),

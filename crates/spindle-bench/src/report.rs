@@ -25,6 +25,10 @@ pub struct Series {
     pub failures: Vec<String>,
     /// Samples too short to mean anything ([`Report::too_short`]).
     pub short_samples: usize,
+    /// Why this server was not measured in this group, when it cannot
+    /// take part (e.g. a coding it does not make): shown as "–".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
 }
 
 /// A sample that measured less than this is too short to mean anything.
@@ -156,9 +160,34 @@ impl Report {
         (!why.is_empty()).then(|| why.join(", "))
     }
 
+    /// Marks (group, server) as not measured because the server cannot
+    /// take part, `why` under the group's table.
+    pub fn add_unsupported(&mut self, group: &str, server: &str, why: &str) {
+        let idx = self.series_index(group, server);
+        self.series[idx].unsupported = Some(why.to_string());
+    }
+
     /// Adds a sample (or a failure) to the series of (group, server).
     pub fn add(&mut self, group: &str, server: &str, sample: Result<BTreeMap<String, f64>>) {
-        let idx = match self
+        let idx = self.series_index(group, server);
+        let short = sample.as_ref().is_ok_and(|m| self.too_short(m).is_some());
+        let s = &mut self.series[idx];
+        s.short_samples += usize::from(short);
+        match sample {
+            Ok(m) => s.samples.push(m),
+            Err(e) => s.failures.push(format!("{e:#}")),
+        }
+        let keys: Vec<String> = s.samples.iter().flat_map(|m| m.keys().cloned()).collect();
+        for k in keys {
+            if let Some((med, _, _)) = stats(&s.samples, &k) {
+                s.medians.insert(k, med);
+            }
+        }
+    }
+
+    /// The index of the series of (group, server), made if missing.
+    fn series_index(&mut self, group: &str, server: &str) -> usize {
+        match self
             .series
             .iter()
             .position(|s| s.group == group && s.server == server)
@@ -172,21 +201,9 @@ impl Report {
                     medians: BTreeMap::new(),
                     failures: Vec::new(),
                     short_samples: 0,
+                    unsupported: None,
                 });
                 self.series.len() - 1
-            }
-        };
-        let short = sample.as_ref().is_ok_and(|m| self.too_short(m).is_some());
-        let s = &mut self.series[idx];
-        s.short_samples += usize::from(short);
-        match sample {
-            Ok(m) => s.samples.push(m),
-            Err(e) => s.failures.push(format!("{e:#}")),
-        }
-        let keys: Vec<String> = s.samples.iter().flat_map(|m| m.keys().cloned()).collect();
-        for k in keys {
-            if let Some((med, _, _)) = stats(&s.samples, &k) {
-                s.medians.insert(k, med);
             }
         }
     }
@@ -315,6 +332,7 @@ impl Report {
                             String::new()
                         }
                     ),
+                    None if s.unsupported.is_some() => "– (not supported)".into(),
                     None => "failed".into(),
                 };
                 o.push_str(&format!("| {} | {p} |", s.server));
@@ -353,6 +371,22 @@ impl Report {
                         s.medians.get("ok_fetches_per_sec").copied().unwrap_or(0.0)
                     ));
                 }
+            }
+            let unsupported: Vec<String> = self
+                .series
+                .iter()
+                .filter(|s| s.group == g)
+                .filter_map(|s| {
+                    Some(format!(
+                        "- {}: not supported: {}\n",
+                        s.server,
+                        s.unsupported.as_ref()?
+                    ))
+                })
+                .collect();
+            if !unsupported.is_empty() {
+                o.push('\n');
+                o.push_str(&unsupported.concat());
             }
             let fails: Vec<String> = self
                 .series
@@ -434,7 +468,7 @@ impl Report {
                 let bars = self
                     .series
                     .iter()
-                    .filter(|s| s.group == g)
+                    .filter(|s| s.group == g && s.unsupported.is_none())
                     .map(|s| {
                         let (med, lo, hi) =
                             stats(&s.samples, &self.primary).unwrap_or((0.0, 0.0, 0.0));

@@ -123,8 +123,10 @@ pub enum Server {
     NginxSendfile,
     NginxAioThreads,
     Lighttpd,
-    /// H2O (HTTP/2 runs only: `hot --h2`).
+    /// H2O (HTTP/2 runs of `hot --h2`, and plain HTTP in `compress`).
     H2o,
+    /// Caddy (Debian `caddy`), over plain HTTP only.
+    Caddy,
 }
 
 impl Server {
@@ -150,8 +152,9 @@ impl Server {
             "nginx-aio-threads" => Ok(Server::NginxAioThreads),
             "lighttpd" => Ok(Server::Lighttpd),
             "h2o" => Ok(Server::H2o),
+            "caddy" => Ok(Server::Caddy),
             _ => bail!(
-                "unknown server {name:?}: expected spindle-{{{}}}, nginx-sendfile, nginx-aio-threads, lighttpd or h2o",
+                "unknown server {name:?}: expected spindle-{{{}}}, nginx-sendfile, nginx-aio-threads, lighttpd, h2o or caddy",
                 SPINDLE_BACKENDS.join("|")
             ),
         }
@@ -188,6 +191,7 @@ impl Server {
             Server::NginxAioThreads => "nginx-aio-threads".into(),
             Server::Lighttpd => "lighttpd".into(),
             Server::H2o => "h2o".into(),
+            Server::Caddy => "caddy".into(),
         }
     }
 
@@ -197,6 +201,7 @@ impl Server {
             Server::NginxSendfile | Server::NginxAioThreads => Some("nginx"),
             Server::Lighttpd => Some("lighttpd"),
             Server::H2o => Some("h2o"),
+            Server::Caddy => Some("caddy"),
         }
     }
 
@@ -218,22 +223,26 @@ impl Server {
                         }
                     ));
                 };
+                // Caddy says its version with a subcommand, and only the number.
+                let (arg, prefix) = if p == "caddy" {
+                    ("version", "caddy ")
+                } else {
+                    ("-v", "")
+                };
                 let out = Command::new(&path)
-                    .arg("-v")
+                    .arg(arg)
                     .output()
-                    .map_err(|e| format!("{p} -v: {e}"))?;
+                    .map_err(|e| format!("{p} {arg}: {e}"))?;
                 let text = format!(
                     "{}{}",
                     String::from_utf8_lossy(&out.stdout),
                     String::from_utf8_lossy(&out.stderr)
                 );
-                Ok(text
-                    .lines()
-                    .next()
-                    .unwrap_or(p)
-                    .trim()
-                    .trim_start_matches("nginx version: ")
-                    .to_string())
+                let first = text.lines().next().unwrap_or(p).trim();
+                Ok(format!(
+                    "{prefix}{}",
+                    first.trim_start_matches("nginx version: ")
+                ))
             }
         }
     }
@@ -267,6 +276,23 @@ pub struct ServerSetup {
     /// by default, nginx needs `http2` on its `listen`, lighttpd
     /// `server.h2proto`).
     pub http2: bool,
+    /// Compress on the fly (the `compress` experiment); None: every
+    /// server's config as without it.
+    pub compress: Option<Compress>,
+}
+
+/// On-the-fly compression: spindle with its defaults and a cache of its
+/// own, nginx `gzip on`, lighttpd mod_deflate with a cache directory,
+/// Caddy `encode zstd gzip`, H2O `compress: ON`.
+#[derive(Debug, Clone)]
+pub struct Compress {
+    /// nginx's `gzip_comp_level` (1, its default, to 9).
+    pub nginx_gzip_level: u32,
+    /// lighttpd's `deflate.allowed-encodings` (those its build has).
+    pub lighttpd_codings: Vec<String>,
+    /// A fresh directory for what spindle (`--compress-cache`) and
+    /// lighttpd (`deflate.cache-dir`) keep.
+    pub cache_dir: PathBuf,
 }
 
 /// A running server, stopped on drop.
@@ -281,153 +307,19 @@ pub struct Running {
 impl Running {
     pub fn start(server: &Server, setup: &ServerSetup) -> Result<Running> {
         let port = sys::free_port()?;
-        let nofile = server_nofile();
-        let ofc = nofile / NGINX_OPEN_FILE_CACHE_DIVISOR;
-        let lighttpd_fds = LIGHTTPD_MAX_FDS.min(nofile);
         let tmp = std::env::temp_dir().join(format!(
             "spindle-bench-{}-{}-{port}",
             server.name(),
             std::process::id()
         ));
         std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let root = setup.root.display();
-        let w = setup.workers.max(1);
-        let mut argv: Vec<String> = match server {
-            Server::Spindle(_) => {
-                let mut a = match server.spindle_at() {
-                    Some((_, path)) => vec![path.to_string()],
-                    None => {
-                        let exe =
-                            std::env::current_exe().context("finding spindle-bench's own path")?;
-                        vec![exe.display().to_string(), "__spindle".into()]
-                    }
-                };
-                let backend = server.spindle_backend().expect("a spindle server");
-                a.extend([
-                    "--backend".into(),
-                    backend.to_string(),
-                    "--workers".into(),
-                    w.to_string(),
-                ]);
-                match &setup.tls {
-                    None => a.extend(["--listen".into(), format!("127.0.0.1:{port}")]),
-                    Some(t) => a.extend([
-                        "--tls-listen".into(),
-                        format!("127.0.0.1:{port}"),
-                        "--tls-cert".into(),
-                        t.cert.display().to_string(),
-                        "--tls-key".into(),
-                        t.key.display().to_string(),
-                    ]),
-                }
-                a.extend(setup.spindle_flags.iter().cloned());
-                a.push(setup.root.display().to_string());
-                a
-            }
-            Server::NginxSendfile | Server::NginxAioThreads => {
-                let aio = if *server == Server::NginxAioThreads {
-                    "  aio threads;\n"
-                } else {
-                    ""
-                };
-                let t = tmp.display();
-                // HTTPS as the issue's peers are set up: the same certificate,
-                // TLS 1.2 and 1.3, a shared session cache beside tickets.
-                let (ssl, tls_conf) = match &setup.tls {
-                    None => ("", String::new()),
-                    Some(f) => (
-                        if setup.http2 { " ssl http2" } else { " ssl" },
-                        format!(
-                            "  ssl_certificate {};\n  ssl_certificate_key {};\n  ssl_protocols TLSv1.2 TLSv1.3;\n\
-  ssl_prefer_server_ciphers on;\n  ssl_session_cache shared:SSL:10m;\n  ssl_session_tickets on;\n",
-                            f.cert.display(),
-                            f.key.display()
-                        ),
-                    ),
-                };
-                let conf = format!(
-                    "worker_processes {w};\ndaemon off;\nmaster_process on;\nuser root;\n\
-worker_rlimit_nofile {nofile};\npid {t}/nginx.pid;\nerror_log {t}/error.log;\n\
-events {{ worker_connections {SERVER_CONNECTIONS}; }}\n\
-http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n{aio}\
-  keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
-  open_file_cache max={ofc} inactive=60s;\n  open_file_cache_valid 60s;\n\
-  client_body_temp_path {t}/body;\n  proxy_temp_path {t}/proxy;\n  fastcgi_temp_path {t}/fastcgi;\n\
-  uwsgi_temp_path {t}/uwsgi;\n  scgi_temp_path {t}/scgi;\n{tls_conf}\
-  server {{ listen 127.0.0.1:{port}{ssl} backlog=4096; root {root}; }}\n}}\n"
-                );
-                let path = tmp.join("nginx.conf");
-                std::fs::write(&path, conf)?;
-                vec![
-                    which("nginx")
-                        .ok_or_else(|| anyhow!("nginx is not installed"))?
-                        .display()
-                        .to_string(),
-                    "-c".into(),
-                    path.display().to_string(),
-                    "-p".into(),
-                    tmp.display().to_string(),
-                    "-e".into(),
-                    tmp.join("error.log").display().to_string(),
-                ]
-            }
-            Server::Lighttpd => {
-                let conf = format!(
-                    "server.document-root = \"{root}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
-server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {lighttpd_fds}\n\
-server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserver.max-read-idle = 300\n",
-                    tmp.display()
-                );
-                let conf = match &setup.tls {
-                    None => conf,
-                    Some(f) => format!(
-                        "{conf}server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\n\
-ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\nserver.feature-flags += (\"server.h2proto\" => \"{}\")\n",
-                        f.cert.display(),
-                        f.key.display(),
-                        if setup.http2 { "enable" } else { "disable" }
-                    ),
-                };
-                let path = tmp.join("lighttpd.conf");
-                std::fs::write(&path, conf)?;
-                vec![
-                    which("lighttpd")
-                        .ok_or_else(|| anyhow!("lighttpd is not installed"))?
-                        .display()
-                        .to_string(),
-                    "-D".into(),
-                    "-f".into(),
-                    path.display().to_string(),
-                ]
-            }
-            Server::H2o => {
-                let tls = setup
-                    .tls
-                    .as_ref()
-                    .ok_or_else(|| anyhow!("h2o runs here over HTTPS only (hot --h2)"))?;
-                // One thread, no access log, files from the root; the
-                // certificate every server uses.
-                let conf = format!(
-                    "num-threads: {w}\nuser: root\nerror-log: {t}/error.log\npid-file: {t}/h2o.pid\n\
-                     max-connections: {SERVER_CONNECTIONS}\nlisten:\n  host: 127.0.0.1\n  port: {port}\n\
-                     \x20 ssl:\n    certificate-file: {}\n    key-file: {}\n\
-                     hosts:\n  default:\n    paths:\n      /:\n        file.dir: {root}\n",
-                    tls.cert.display(),
-                    tls.key.display(),
-                    t = tmp.display()
-                );
-                let path = tmp.join("h2o.conf");
-                std::fs::write(&path, conf)?;
-                vec![
-                    which("h2o")
-                        .ok_or_else(|| anyhow!("h2o is not installed"))?
-                        .display()
-                        .to_string(),
-                    "-c".into(),
-                    path.display().to_string(),
-                ]
-            }
+        let nofile = server_nofile();
+        let place = Place {
+            port,
+            tmp: &tmp,
+            nofile,
         };
+        let mut argv = command(server, setup, &place)?;
         if let Some(cpus) = &setup.cpus {
             if which("taskset").is_some() {
                 let mut a = vec!["taskset".to_string(), "-c".into(), cpus.clone()];
@@ -561,6 +453,299 @@ impl Drop for Running {
     }
 }
 
+/// Where a server runs: its port, the directory its config and logs go
+/// to, and the fd limit it gets ([`server_nofile`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub port: u16,
+    pub tmp: &'a Path,
+    pub nofile: u32,
+}
+
+/// The media types compressed when [`Compress`] is on, with the file
+/// extensions nginx and lighttpd map to them (their configs here map no
+/// types otherwise, and serve everything as application/octet-stream).
+pub const COMPRESS_TYPES: [(&str, &str); 7] = [
+    ("text/html", "html htm"),
+    ("text/css", "css"),
+    ("application/javascript", "js mjs"),
+    ("application/json", "json"),
+    ("image/svg+xml", "svg"),
+    ("text/plain", "txt"),
+    ("application/xml", "xml"),
+];
+
+/// Compressed too (`gzip_types`, `deflate.mimetypes`): the other name of
+/// JavaScript, which no extension maps to here.
+const COMPRESS_EXTRA_TYPE: &str = "text/javascript";
+
+/// The program of a peer server, from PATH.
+fn program(name: &str) -> Result<String> {
+    Ok(which(name)
+        .ok_or_else(|| anyhow!("{name} is not installed"))?
+        .display()
+        .to_string())
+}
+
+/// Writes a generated config into the server's directory; its path.
+fn write_conf(tmp: &Path, file: &str, text: &str) -> Result<String> {
+    let path = tmp.join(file);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path.display().to_string())
+}
+
+/// The command line that runs `server` as `setup` says, its config (if
+/// any) written into `place.tmp`.
+fn command(server: &Server, setup: &ServerSetup, place: &Place) -> Result<Vec<String>> {
+    let tmp = place.tmp;
+    match server {
+        Server::Spindle(_) => spindle_argv(server, setup, place.port),
+        Server::NginxSendfile | Server::NginxAioThreads => {
+            let path = write_conf(tmp, "nginx.conf", &nginx_conf(server, setup, place))?;
+            Ok(vec![
+                program("nginx")?,
+                "-c".into(),
+                path,
+                "-p".into(),
+                tmp.display().to_string(),
+                "-e".into(),
+                tmp.join("error.log").display().to_string(),
+            ])
+        }
+        Server::Lighttpd => {
+            let path = write_conf(tmp, "lighttpd.conf", &lighttpd_conf(setup, place))?;
+            Ok(vec![program("lighttpd")?, "-D".into(), "-f".into(), path])
+        }
+        Server::H2o => {
+            let path = write_conf(tmp, "h2o.conf", &h2o_conf(setup, place))?;
+            Ok(vec![program("h2o")?, "-c".into(), path])
+        }
+        Server::Caddy => {
+            if setup.tls.is_some() {
+                bail!("caddy runs here over plain HTTP only");
+            }
+            let path = write_conf(tmp, "Caddyfile", &caddyfile(setup, place.port))?;
+            // One worker: GOMAXPROCS. Its storage (locks, autosave) in
+            // the server's directory, not the user's home.
+            let t = tmp.display();
+            Ok(vec![
+                "env".into(),
+                format!("GOMAXPROCS={}", setup.workers.max(1)),
+                format!("HOME={t}"),
+                format!("XDG_DATA_HOME={t}/data"),
+                format!("XDG_CONFIG_HOME={t}/config"),
+                program("caddy")?,
+                "run".into(),
+                "--config".into(),
+                path,
+                "--adapter".into(),
+                "caddyfile".into(),
+            ])
+        }
+    }
+}
+
+/// spindle's command line: this binary's `__spindle`, or a baseline
+/// build's binary.
+fn spindle_argv(server: &Server, setup: &ServerSetup, port: u16) -> Result<Vec<String>> {
+    let mut a = match server.spindle_at() {
+        Some((_, path)) => vec![path.to_string()],
+        None => {
+            let exe = std::env::current_exe().context("finding spindle-bench's own path")?;
+            vec![exe.display().to_string(), "__spindle".into()]
+        }
+    };
+    let backend = server.spindle_backend().expect("a spindle server");
+    a.extend([
+        "--backend".into(),
+        backend.to_string(),
+        "--workers".into(),
+        setup.workers.max(1).to_string(),
+    ]);
+    match &setup.tls {
+        None => a.extend(["--listen".into(), format!("127.0.0.1:{port}")]),
+        Some(t) => a.extend([
+            "--tls-listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--tls-cert".into(),
+            t.cert.display().to_string(),
+            "--tls-key".into(),
+            t.key.display().to_string(),
+        ]),
+    }
+    if let Some(c) = &setup.compress {
+        // Compression is on by default; a cache of this start's own.
+        a.extend(["--compress-cache".into(), c.cache_dir.display().to_string()]);
+    }
+    a.extend(setup.spindle_flags.iter().cloned());
+    a.push(setup.root.display().to_string());
+    Ok(a)
+}
+
+/// nginx's config: one server on loopback, sendfile, the open-file cache;
+/// `aio threads` for [`Server::NginxAioThreads`]; HTTPS and HTTP/2 as
+/// `setup` says; `gzip on` with [`Compress`].
+pub fn nginx_conf(server: &Server, setup: &ServerSetup, place: &Place) -> String {
+    let (w, nofile, port) = (setup.workers.max(1), place.nofile, place.port);
+    let ofc = nofile / NGINX_OPEN_FILE_CACHE_DIVISOR;
+    let root = setup.root.display();
+    let aio = if *server == Server::NginxAioThreads {
+        "  aio threads;\n"
+    } else {
+        ""
+    };
+    let t = place.tmp.display();
+    // HTTPS as the issue's peers are set up: the same certificate,
+    // TLS 1.2 and 1.3, a shared session cache beside tickets.
+    let (ssl, tls_conf) = match &setup.tls {
+        None => ("", String::new()),
+        Some(f) => (
+            if setup.http2 { " ssl http2" } else { " ssl" },
+            format!(
+                "  ssl_certificate {};\n  ssl_certificate_key {};\n  ssl_protocols TLSv1.2 TLSv1.3;\n\
+  ssl_prefer_server_ciphers on;\n  ssl_session_cache shared:SSL:10m;\n  ssl_session_tickets on;\n",
+                f.cert.display(),
+                f.key.display()
+            ),
+        ),
+    };
+    let gzip = setup
+        .compress
+        .as_ref()
+        .map_or(String::new(), nginx_gzip_conf);
+    format!(
+        "worker_processes {w};\ndaemon off;\nmaster_process on;\nuser root;\n\
+worker_rlimit_nofile {nofile};\npid {t}/nginx.pid;\nerror_log {t}/error.log;\n\
+events {{ worker_connections {SERVER_CONNECTIONS}; }}\n\
+http {{\n  default_type application/octet-stream;\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n{aio}\
+  keepalive_requests 1000000;\n  keepalive_timeout 300s;\n\
+  open_file_cache max={ofc} inactive=60s;\n  open_file_cache_valid 60s;\n\
+  client_body_temp_path {t}/body;\n  proxy_temp_path {t}/proxy;\n  fastcgi_temp_path {t}/fastcgi;\n\
+  uwsgi_temp_path {t}/uwsgi;\n  scgi_temp_path {t}/scgi;\n{tls_conf}{gzip}\
+  server {{ listen 127.0.0.1:{port}{ssl} backlog=4096; root {root}; }}\n}}\n"
+    )
+}
+
+/// nginx's `gzip on` lines: the types of [`COMPRESS_TYPES`] mapped and
+/// compressed (text/html always is), `Vary`, the level.
+fn nginx_gzip_conf(c: &Compress) -> String {
+    let types: Vec<String> = COMPRESS_TYPES
+        .iter()
+        .map(|(t, ext)| format!("{t} {ext};"))
+        .collect();
+    let gzip_types: Vec<&str> = COMPRESS_TYPES
+        .iter()
+        .map(|(t, _)| *t)
+        .filter(|t| *t != "text/html")
+        .chain([COMPRESS_EXTRA_TYPE])
+        .collect();
+    format!(
+        "  types {{ {} }}\n  gzip on;\n  gzip_vary on;\n  gzip_comp_level {};\n  gzip_types {};\n",
+        types.join(" "),
+        c.nginx_gzip_level,
+        gzip_types.join(" ")
+    )
+}
+
+/// lighttpd's config: one server on loopback; mod_openssl as `setup`
+/// says; mod_deflate with [`Compress`].
+pub fn lighttpd_conf(setup: &ServerSetup, place: &Place) -> String {
+    let lighttpd_fds = LIGHTTPD_MAX_FDS.min(place.nofile);
+    let root = setup.root.display();
+    let port = place.port;
+    let conf = format!(
+        "server.document-root = \"{root}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
+server.errorlog = \"{}/error.log\"\nserver.max-connections = {SERVER_CONNECTIONS}\nserver.max-fds = {lighttpd_fds}\n\
+server.max-keep-alive-requests = 1000000\nserver.max-keep-alive-idle = 300\nserver.max-read-idle = 300\n",
+        place.tmp.display()
+    );
+    let conf = match &setup.tls {
+        None => conf,
+        Some(f) => format!(
+            "{conf}server.modules += (\"mod_openssl\")\nssl.engine = \"enable\"\n\
+ssl.pemfile = \"{}\"\nssl.privkey = \"{}\"\nserver.feature-flags += (\"server.h2proto\" => \"{}\")\n",
+            f.cert.display(),
+            f.key.display(),
+            if setup.http2 { "enable" } else { "disable" }
+        ),
+    };
+    match &setup.compress {
+        None => conf,
+        Some(c) => conf + &lighttpd_deflate_conf(c),
+    }
+}
+
+/// lighttpd's mod_deflate lines: the types of [`COMPRESS_TYPES`] mapped
+/// and compressed, the codings asked for, a cache directory.
+fn lighttpd_deflate_conf(c: &Compress) -> String {
+    let quote = |v: &[&str]| {
+        v.iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let assign: Vec<String> = COMPRESS_TYPES
+        .iter()
+        .flat_map(|(t, exts)| exts.split(' ').map(move |e| format!("\".{e}\" => \"{t}\"")))
+        .collect();
+    let types: Vec<&str> = COMPRESS_TYPES
+        .iter()
+        .map(|(t, _)| *t)
+        .chain([COMPRESS_EXTRA_TYPE])
+        .collect();
+    let codings: Vec<&str> = c.lighttpd_codings.iter().map(String::as_str).collect();
+    format!(
+        "mimetype.assign = ({})\nserver.modules += (\"mod_deflate\")\n\
+deflate.cache-dir = \"{}\"\ndeflate.allowed-encodings = ({})\ndeflate.mimetypes = ({})\n",
+        assign.join(", "),
+        c.cache_dir.display(),
+        quote(&codings),
+        quote(&types)
+    )
+}
+
+/// H2O's config: one thread, files from the root; HTTPS as `setup` says
+/// (the certificate every server uses), plain HTTP otherwise;
+/// `compress: ON` with [`Compress`].
+pub fn h2o_conf(setup: &ServerSetup, place: &Place) -> String {
+    let w = setup.workers.max(1);
+    let root = setup.root.display();
+    let port = place.port;
+    let ssl = match &setup.tls {
+        Some(tls) => format!(
+            "  ssl:\n    certificate-file: {}\n    key-file: {}\n",
+            tls.cert.display(),
+            tls.key.display()
+        ),
+        None => String::new(),
+    };
+    let compress = if setup.compress.is_some() {
+        "compress: ON\n"
+    } else {
+        ""
+    };
+    format!(
+        "num-threads: {w}\nuser: root\nerror-log: {t}/error.log\npid-file: {t}/h2o.pid\n\
+         max-connections: {SERVER_CONNECTIONS}\nlisten:\n  host: 127.0.0.1\n  port: {port}\n\
+         {ssl}{compress}hosts:\n  default:\n    paths:\n      /:\n        file.dir: {root}\n",
+        t = place.tmp.display()
+    )
+}
+
+/// Caddy's Caddyfile: no admin endpoint, no automatic HTTPS, one site on
+/// loopback serving the root; `encode zstd gzip` with [`Compress`].
+pub fn caddyfile(setup: &ServerSetup, port: u16) -> String {
+    let encode = if setup.compress.is_some() {
+        "\tencode zstd gzip\n"
+    } else {
+        ""
+    };
+    format!(
+        "{{\n\tadmin off\n\tauto_https off\n}}\n\nhttp://127.0.0.1:{port} {{\n\troot * {}\n{encode}\tfile_server\n}}\n",
+        setup.root.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,5 +762,150 @@ mod tests {
         let err = Server::parse("spindle-io-uring@/no/such/spindle").unwrap_err();
         assert!(err.to_string().contains("no spindle binary"), "{err}");
         assert!(Server::parse("spindle-nope@/bin/true").is_err());
+    }
+
+    /// A setup as the experiments make it, for config tests.
+    fn test_setup(tls: bool, http2: bool) -> ServerSetup {
+        let mut s = crate::common::setup(Path::new("/tmp/cb-test/html"), 1);
+        s.tls = tls.then(|| crate::tls::TlsFiles {
+            cert: "/tmp/cbt/tls/cert.pem".into(),
+            key: "/tmp/cbt/tls/key.pem".into(),
+            ca: "/tmp/cbt/tls/ca.pem".into(),
+        });
+        s.http2 = http2;
+        s
+    }
+
+    /// Where the config tests' servers would run.
+    fn place() -> Place<'static> {
+        Place {
+            port: 54321,
+            tmp: Path::new("/golden-tmp"),
+            nofile: 20_000,
+        }
+    }
+
+    /// A config as the golden file has it: the port and the server's
+    /// directory by name.
+    fn normalized(text: String) -> String {
+        text.replace("/golden-tmp", "TMP").replace("54321", "PORT")
+    }
+
+    /// Without compression every config is the one the experiments ran
+    /// before `compress` came (testdata/server-configs.txt, written by the
+    /// code before it).
+    #[test]
+    fn configs_without_compression_are_as_before() {
+        let golden = include_str!("../testdata/server-configs.txt");
+        let mut got = String::new();
+        for (name, tls, h2) in [
+            ("nginx-sendfile", false, false),
+            ("nginx-aio-threads", false, false),
+            ("lighttpd", false, false),
+            ("nginx-sendfile", true, true),
+            ("nginx-sendfile", true, false),
+            ("lighttpd", true, true),
+            ("lighttpd", true, false),
+            ("h2o", true, true),
+        ] {
+            let s = Server::parse(name).unwrap();
+            let setup = test_setup(tls, h2);
+            let text = match s {
+                Server::Lighttpd => lighttpd_conf(&setup, &place()),
+                Server::H2o => h2o_conf(&setup, &place()),
+                _ => nginx_conf(&s, &setup, &place()),
+            };
+            got.push_str(&format!(
+                "=== {name} tls={tls} h2={h2}\n{}",
+                normalized(text)
+            ));
+        }
+        assert_eq!(got, golden);
+    }
+
+    fn compressing() -> ServerSetup {
+        let mut s = test_setup(false, false);
+        s.compress = Some(Compress {
+            nginx_gzip_level: 6,
+            lighttpd_codings: vec!["br".into(), "gzip".into(), "zstd".into()],
+            cache_dir: "/cache".into(),
+        });
+        s
+    }
+
+    #[test]
+    fn nginx_gzips_the_text_types_at_the_level_given() {
+        let conf = nginx_conf(&Server::NginxSendfile, &compressing(), &place());
+        for line in [
+            "  gzip on;\n",
+            "  gzip_vary on;\n",
+            "  gzip_comp_level 6;\n",
+            "  gzip_types text/css application/javascript application/json image/svg+xml text/plain application/xml text/javascript;\n",
+            "application/javascript js mjs;",
+            "text/html html htm;",
+        ] {
+            assert!(conf.contains(line), "{line:?} not in {conf}");
+        }
+        // Everything else as without compression.
+        let plain = nginx_conf(&Server::NginxSendfile, &test_setup(false, false), &place());
+        let gzip = nginx_gzip_conf(compressing().compress.as_ref().unwrap());
+        assert_eq!(conf.replace(&gzip, ""), plain);
+    }
+
+    #[test]
+    fn lighttpd_deflates_into_its_cache_directory() {
+        let conf = lighttpd_conf(&compressing(), &place());
+        let plain = lighttpd_conf(&test_setup(false, false), &place());
+        let extra = conf.strip_prefix(&plain).expect("the plain config first");
+        assert!(
+            extra.contains("server.modules += (\"mod_deflate\")\n"),
+            "{extra}"
+        );
+        assert!(
+            extra.contains("deflate.cache-dir = \"/cache\"\n"),
+            "{extra}"
+        );
+        assert!(
+            extra.contains("deflate.allowed-encodings = (\"br\", \"gzip\", \"zstd\")\n"),
+            "{extra}"
+        );
+        assert!(
+            extra.contains("\".js\" => \"application/javascript\""),
+            "{extra}"
+        );
+        assert!(extra.contains("\"text/html\", \"text/css\""), "{extra}");
+        assert!(extra.contains("\"text/javascript\")\n"), "{extra}");
+    }
+
+    #[test]
+    fn h2o_listens_on_plain_http_and_compresses() {
+        let conf = h2o_conf(&compressing(), &place());
+        assert!(!conf.contains("ssl:"), "{conf}");
+        assert!(
+            conf.contains("  port: 54321\ncompress: ON\nhosts:\n"),
+            "{conf}"
+        );
+        assert!(!h2o_conf(&test_setup(false, false), &place()).contains("compress"));
+    }
+
+    #[test]
+    fn caddy_encodes_zstd_and_gzip_without_admin_or_https() {
+        let conf = caddyfile(&compressing(), 54321);
+        assert_eq!(
+            conf,
+            "{\n\tadmin off\n\tauto_https off\n}\n\nhttp://127.0.0.1:54321 {\n\troot * /tmp/cb-test/html\n\tencode zstd gzip\n\tfile_server\n}\n"
+        );
+        assert!(!caddyfile(&test_setup(false, false), 1).contains("encode"));
+        assert_eq!(Server::parse("caddy").unwrap(), Server::Caddy);
+    }
+
+    #[test]
+    fn spindle_gets_a_compress_cache_of_its_own_only_when_compressing() {
+        let s = Server::parse("spindle-io-uring").unwrap();
+        let argv = spindle_argv(&s, &compressing(), 1).unwrap();
+        let i = argv.iter().position(|a| a == "--compress-cache").unwrap();
+        assert_eq!(argv[i + 1], "/cache");
+        let plain = spindle_argv(&s, &test_setup(false, false), 1).unwrap();
+        assert!(!plain.iter().any(|a| a.starts_with("--compress")));
     }
 }

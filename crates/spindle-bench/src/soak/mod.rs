@@ -247,6 +247,7 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
             .collect(),
         tls: None,
         http2: false,
+        compress: None,
     };
     let mut running = Running::start(server, &setup)?;
     let addr: SocketAddr = format!("127.0.0.1:{}", running.port).parse()?;
