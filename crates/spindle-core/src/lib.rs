@@ -43,6 +43,7 @@ pub mod auth;
 pub mod challenge;
 pub mod compress;
 pub mod date;
+pub mod edge;
 pub mod encoding;
 pub mod fields;
 pub mod file;

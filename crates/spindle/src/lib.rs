@@ -54,6 +54,7 @@ pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod depth;
+pub mod edge;
 pub mod errlog;
 pub mod filecache;
 pub mod fs;

@@ -1,0 +1,217 @@
+//! The edge's origin client (`spindle::edge::fetch`) against a real origin,
+//! Debian's nginx: every slice of a file is its bytes; a file replaced at
+//! the origin between two slices is `Changed`, never spliced; an empty
+//! file, a name that needs encoding, a 404 and a 503 are answered as
+//! such; an origin that is down is failed over to the next, and all of
+//! them down is `Unreachable`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::free_port;
+use spindle::edge::fetch::{Answer, FetchError, Origin, OriginUrl, Slice};
+use spindle_core::edge::slice::{self, SLICE_SIZE};
+
+const NGINX: &str = "/usr/sbin/nginx";
+
+/// nginx serving `root` on a port of its own, stopped on drop.
+struct Nginx {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx(root: &Path) -> Option<Nginx> {
+    if !Path::new(NGINX).exists() {
+        test_skip::skip_or_fail(format!("{NGINX} is not installed (Debian's nginx)"));
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n\
+         fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
+         include /etc/nginx/mime.types;\n\
+         server {{\n    listen 127.0.0.1:{port};\n    root {r};\n\
+         location /down {{ return 503; }}\n  }}\n}}\n",
+        d = dir.path().display(),
+        r = root.display()
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let child = Command::new(NGINX)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-p")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nginx did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(Nginx {
+        child,
+        port,
+        _dir: dir,
+    })
+}
+
+fn origin(urls: &[String]) -> Origin {
+    let urls = urls.iter().map(|u| OriginUrl::parse(u).unwrap()).collect();
+    Origin::new(urls, &[], None)
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn slice_of(a: Answer) -> Slice {
+    match a {
+        Answer::Slice(s) => s,
+        other => panic!("not a slice: {other:?}"),
+    }
+}
+
+/// Every slice of `path`, as the edge would fetch them: the first fixes
+/// the version, the rest are pinned to it.
+fn fetch_all(o: &Origin, path: &str) -> Vec<u8> {
+    let first = slice_of(o.slice(path.as_bytes(), 0, None, now()).unwrap());
+    let v = first.version.clone();
+    let mut body = first.bytes;
+    for i in 1..slice::count(v.length) {
+        let s = slice_of(o.slice(path.as_bytes(), i, Some(&v), now()).unwrap());
+        assert_eq!(s.version, v);
+        body.extend_from_slice(&s.bytes);
+    }
+    body
+}
+
+fn write(root: &Path, name: &str, data: &[u8]) -> PathBuf {
+    let p = root.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, data).unwrap();
+    p
+}
+
+#[test]
+fn slices_from_nginx_are_the_files_bytes() {
+    let root = tempfile::tempdir().unwrap();
+    let big = bytes(3 * SLICE_SIZE as usize + 12_345, 1);
+    write(root.path(), "video.mp4", &big);
+    write(root.path(), "small.txt", b"hello, edge\n");
+    write(root.path(), "empty", b"");
+    write(
+        root.path(),
+        "dir/a b+c%.bin",
+        &big[..SLICE_SIZE as usize + 1],
+    );
+    let Some(n) = nginx(root.path()) else { return };
+    let o = origin(&[format!("http://127.0.0.1:{}", n.port)]);
+
+    let first = slice_of(o.slice(b"/video.mp4", 0, None, now()).unwrap());
+    assert_eq!(first.version.length, big.len() as u64);
+    assert!(first.version.etag.is_some() && first.version.last_modified.is_some());
+    assert_eq!(first.field("content-type"), Some("video/mp4"));
+    assert_eq!(first.bytes.len() as u64, SLICE_SIZE);
+    assert_eq!(fetch_all(&o, "/video.mp4"), big);
+    // A seek: only the last slice.
+    let last = slice::count(big.len() as u64) - 1;
+    let s = slice_of(
+        o.slice(b"/video.mp4", last, Some(&first.version), now())
+            .unwrap(),
+    );
+    assert_eq!(s.bytes, big[(last * SLICE_SIZE) as usize..]);
+
+    assert_eq!(fetch_all(&o, "/small.txt"), b"hello, edge\n");
+    assert_eq!(
+        fetch_all(&o, "/dir/a b+c%.bin"),
+        big[..SLICE_SIZE as usize + 1]
+    );
+    let e = slice_of(o.slice(b"/empty", 0, None, now()).unwrap());
+    assert_eq!((e.version.length, e.bytes.len()), (0, 0));
+    assert_eq!(o.slice(b"/nope", 0, None, now()), Ok(Answer::NotFound));
+    assert_eq!(
+        o.slice(b"/down", 0, None, now()),
+        Err(FetchError::Status(503))
+    );
+}
+
+#[test]
+fn a_file_replaced_at_the_origin_is_changed_never_spliced() {
+    let root = tempfile::tempdir().unwrap();
+    let old = bytes(2 * SLICE_SIZE as usize, 2);
+    let p = write(root.path(), "pkg.deb", &old);
+    let Some(n) = nginx(root.path()) else { return };
+    let o = origin(&[format!("http://127.0.0.1:{}", n.port)]);
+    let first = slice_of(o.slice(b"/pkg.deb", 0, None, now()).unwrap());
+
+    // The same length, other bytes, another second (nginx's ETag is the
+    // mtime in seconds and the length).
+    std::fs::write(&p, bytes(old.len(), 3)).unwrap();
+    let f = std::fs::File::options().write(true).open(&p).unwrap();
+    f.set_modified(SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
+    drop(f);
+    assert_eq!(
+        o.slice(b"/pkg.deb", 1, Some(&first.version), now()),
+        Ok(Answer::Changed)
+    );
+    // Shorter now: the pinned range is past its end.
+    std::fs::write(&p, b"tiny").unwrap();
+    assert_eq!(
+        o.slice(b"/pkg.deb", 1, Some(&first.version), now()),
+        Ok(Answer::Changed)
+    );
+}
+
+#[test]
+fn a_down_origin_is_failed_over_and_all_down_is_unreachable() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "f", b"from the second origin");
+    let Some(n) = nginx(root.path()) else { return };
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let o = origin(&[dead.clone(), format!("http://127.0.0.1:{}", n.port)]);
+    assert_eq!(fetch_all(&o, "/f"), b"from the second origin");
+    // A 503 from the first origin also moves on to the next.
+    let o = origin(&[
+        format!("http://127.0.0.1:{}/down", n.port),
+        format!("http://127.0.0.1:{}", n.port),
+    ]);
+    assert_eq!(fetch_all(&o, "/f"), b"from the second origin");
+    let o = origin(&[dead]);
+    match o.slice(b"/f", 0, None, now()) {
+        Err(FetchError::Unreachable(e)) => assert!(!e.is_empty()),
+        other => panic!("{other:?}"),
+    }
+}
