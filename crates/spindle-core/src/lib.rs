@@ -34,6 +34,8 @@
 //! - [`step`]: the seam: what a session asks its driver to do next, and
 //!   the opens and listings it asks for.
 //! - [`accesslog`]: Combined Log Format lines.
+//! - [`edge`]: the caching edge's parts without I/O: slices, an origin
+//!   object's version and freshness, SigV4 signing (issue 49).
 //! - [`proxy`]: the PROXY protocol header (v1 and v2) a load balancer sends
 //!   first, and the address blocks of trusted proxies.
 
