@@ -3,7 +3,9 @@
 //! the origin between two slices is `Changed`, never spliced; an empty
 //! file, a name that needs encoding, a 404 and a 503 are answered as
 //! such; an origin that is down is failed over to the next, and all of
-//! them down is `Unreachable`.
+//! them down is `Unreachable`. Through the fetcher's helpers and the
+//! store: 200 requests for one uncached slice are one origin request, and
+//! the object stored is the file.
 
 mod common;
 
@@ -11,8 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use common::free_port;
 use spindle::edge::fetch::{Answer, FetchError, Origin, OriginUrl, Slice};
+use spindle::edge::fetcher::{Done, Fetcher, Landed, Policy, Want};
+use spindle::edge::store::Store;
+use spindle::jobs::Mailbox;
 use spindle_core::edge::slice::{self, SLICE_SIZE};
 
 const NGINX: &str = "/usr/sbin/nginx";
@@ -21,7 +29,15 @@ const NGINX: &str = "/usr/sbin/nginx";
 struct Nginx {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// Its access log: request URI, `Range`, status; one line each.
+    fn log(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        text.lines().map(str::to_string).collect()
+    }
 }
 
 impl Drop for Nginx {
@@ -41,11 +57,11 @@ fn nginx(root: &Path) -> Option<Nginx> {
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
          error_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n\
+         http {{\n  log_format r '$request_uri $http_range $status';\n  access_log {d}/access.log r;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n\
          fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
          include /etc/nginx/mime.types;\n\
          server {{\n    listen 127.0.0.1:{port};\n    root {r};\n\
-         location /down {{ return 503; }}\n  }}\n}}\n",
+         location /down {{ return 503; }}\n    location /slow/ {{ limit_rate 4m; }}\n  }}\n}}\n",
         d = dir.path().display(),
         r = root.display()
     );
@@ -65,11 +81,7 @@ fn nginx(root: &Path) -> Option<Nginx> {
         assert!(Instant::now() < deadline, "nginx did not listen on {port}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    Some(Nginx {
-        child,
-        port,
-        _dir: dir,
-    })
+    Some(Nginx { child, port, dir })
 }
 
 fn origin(urls: &[String]) -> Origin {
@@ -214,4 +226,105 @@ fn a_down_origin_is_failed_over_and_all_down_is_unreachable() {
         Err(FetchError::Unreachable(e)) => assert!(!e.is_empty()),
         other => panic!("{other:?}"),
     }
+}
+
+/// Waits for `n` answers in `mb`.
+fn answers(mb: &Mailbox<Done<usize>>, n: usize) -> Vec<Done<usize>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.extend(mb.take());
+        assert!(Instant::now() < deadline, "{} of {n} answers", got.len());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    got
+}
+
+#[test]
+fn two_hundred_wants_of_one_slice_are_one_origin_request() {
+    let root = tempfile::tempdir().unwrap();
+    let big = bytes(5 * SLICE_SIZE as usize + 777, 4);
+    // Sent at 4 MB/s: each slice takes a quarter of a second, longer than
+    // every want below takes to arrive.
+    write(root.path(), "slow/big.iso", &big);
+    let Some(n) = nginx(root.path()) else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(cache.path(), 1 << 30).unwrap());
+    let policy = Policy {
+        default_ttl: 600,
+        stale_default: 0,
+        stale_max: 3600,
+    };
+    let f: Arc<Fetcher<usize>> = Fetcher::start(
+        origin(&[format!("http://127.0.0.1:{}", n.port)]),
+        store.clone(),
+        policy,
+        4,
+    )
+    .unwrap();
+    let mb = Arc::new(Mailbox::new(Arc::new(spindle::sys::new_eventfd().unwrap())));
+    // 200 requests for an object nobody has fetched, from 8 threads.
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (f, mb) = (f.clone(), mb.clone());
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    let w = Want {
+                        path: b"/slow/big.iso".to_vec(),
+                        index: 0,
+                        object: None,
+                    };
+                    assert!(f.want(w, &mb, t * 25 + i));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let got = answers(&mb, 200);
+    let objs: Vec<_> = got
+        .iter()
+        .map(|d| match &d.landed {
+            Landed::Stored(o) => o.clone(),
+            other => panic!("{other}"),
+        })
+        .collect();
+    assert!(objs.iter().all(|o| o.vid == objs[0].vid));
+    let obj = objs[0].clone();
+    // Then every other slice, each wanted 40 times at once.
+    let slices = slice::count(big.len() as u64);
+    for i in 1..slices {
+        for who in 0..40 {
+            let w = Want {
+                path: b"/slow/big.iso".to_vec(),
+                index: i,
+                object: Some(obj.clone()),
+            };
+            assert!(f.want(w, &mb, who));
+        }
+    }
+    let got = answers(&mb, 40 * (slices as usize - 1));
+    assert!(got.iter().all(|d| matches!(d.landed, Landed::Stored(_))));
+    assert_eq!(obj.first_missing(0..big.len() as u64), None);
+    let data = std::fs::read(cache.path().join(obj.data_path())).unwrap();
+    assert!(data == big, "the stored object is not the file");
+    // The origin saw each slice once.
+    let log = n.log();
+    assert_eq!(log.len() as u64, slices, "{log:#?}");
+    for i in 0..slices {
+        let r = if i == 0 {
+            format!("bytes=0-{}", SLICE_SIZE - 1)
+        } else {
+            slice::range_field(i, big.len() as u64)
+        };
+        assert_eq!(
+            log.iter().filter(|l| l.contains(&r)).count(),
+            1,
+            "{r}: {log:#?}"
+        );
+    }
+    let c = f.counters();
+    assert_eq!(c.fetches.load(Ordering::Relaxed), slices);
+    assert!(c.coalesced.load(Ordering::Relaxed) >= 199 + 39 * (slices - 1));
 }

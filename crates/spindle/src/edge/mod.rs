@@ -5,3 +5,5 @@
 //! on helper threads, never on a worker.
 
 pub mod fetch;
+pub mod fetcher;
+pub mod store;

@@ -1,0 +1,273 @@
+//! The edge's helpers: threads shared by every worker that fetch slices
+//! from the origin ([`Origin`]) and store them ([`Store`]). A worker asks
+//! for a slice with [`Fetcher::want`] and goes on with its loop; the
+//! answer arrives in its mailbox ([`Mailbox`], the eventfd its loop waits
+//! on). A slice wanted by many requests at once is fetched once: the
+//! others wait on the first one's fetch (`coalesced` in the counters).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use spindle_core::edge::meta::{Freshness, Meta};
+
+use super::fetch::{Answer, Origin, Slice};
+use super::store::{Object, Store};
+use crate::jobs::{JobQueue, Mailbox};
+
+/// Fetches waiting for a helper, across all workers; past it a want is
+/// refused (the response is a 503).
+pub const MAX_QUEUED: usize = 1024;
+/// Requests waiting on one slice's fetch; past it a want is refused.
+pub const MAX_WAITERS: usize = 4096;
+/// Helper threads by default: each holds one origin request at a time,
+/// so this is the edge's parallelism towards its origin.
+pub const DEFAULT_THREADS: usize = 8;
+
+/// How the origin's answers turn into freshness (seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Lifetime when the origin says nothing (nginx's `proxy_cache_valid`).
+    pub default_ttl: u64,
+    /// `stale-if-error` when the origin says nothing.
+    pub stale_default: u64,
+    /// The most `stale-if-error` the edge grants, whatever the origin says.
+    pub stale_max: u64,
+}
+
+/// One slice a request needs: of the version `object` (None: slice 0 of
+/// whatever version the origin has, for an object not stored yet).
+#[derive(Debug, Clone)]
+pub struct Want {
+    pub path: Vec<u8>,
+    pub index: u64,
+    pub object: Option<Arc<Object>>,
+}
+
+/// What became of a wanted slice.
+#[derive(Debug, Clone)]
+pub enum Landed {
+    /// Stored in this object (for a `Want` without one: the version just
+    /// made).
+    Stored(Arc<Object>),
+    /// The origin has no such object.
+    NotFound,
+    /// The origin's object is no longer the version asked for.
+    Changed,
+    /// No origin answered usefully, or the slice could not be stored.
+    Failed(String),
+    /// The origin's answer may not be stored (`no-store`, `private`).
+    Uncacheable,
+}
+
+/// A helper's answer to one waiter.
+#[derive(Debug)]
+pub struct Done<W> {
+    pub who: W,
+    pub index: u64,
+    pub landed: Landed,
+}
+
+/// What the fetcher has done, for the metrics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub fetches: AtomicU64,
+    pub coalesced: AtomicU64,
+    pub origin_bytes: AtomicU64,
+    pub origin_errors: AtomicU64,
+    pub store_errors: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SliceId {
+    path: Vec<u8>,
+    /// 0: the origin's current version (a `Want` without an object).
+    vid: u64,
+    index: u64,
+}
+
+type Waiters<W> = Vec<(Arc<Mailbox<Done<W>>>, W)>;
+
+struct Shared<W> {
+    origin: Origin,
+    store: Arc<Store>,
+    policy: Policy,
+    queue: JobQueue<Want>,
+    waiting: Mutex<HashMap<SliceId, Waiters<W>>>,
+    counters: Counters,
+}
+
+/// The helpers and what they share.
+pub struct Fetcher<W> {
+    shared: Arc<Shared<W>>,
+}
+
+impl<W: Send + 'static> Fetcher<W> {
+    /// Starts `threads` helpers.
+    pub fn start(
+        origin: Origin,
+        store: Arc<Store>,
+        policy: Policy,
+        threads: usize,
+    ) -> Result<Arc<Fetcher<W>>, String> {
+        let shared = Arc::new(Shared {
+            origin,
+            store,
+            policy,
+            queue: JobQueue::new(MAX_QUEUED),
+            waiting: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        });
+        for i in 0..threads.max(1) {
+            let s = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("spindle-edge{i}"))
+                .spawn(move || helper(&s))
+                .map_err(|e| format!("starting the edge's helper threads: {e}"))?;
+        }
+        Ok(Arc::new(Fetcher { shared }))
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.shared.store
+    }
+
+    /// Asks for a slice; its [`Done`] goes to `mailbox` for `who`. A slice
+    /// already being fetched is waited for, not fetched again. `false`:
+    /// refused (the queue or the slice's waiters are full).
+    pub fn want(&self, want: Want, mailbox: &Arc<Mailbox<Done<W>>>, who: W) -> bool {
+        let s = &self.shared;
+        let id = SliceId {
+            path: want.path.clone(),
+            vid: want.object.as_ref().map_or(0, |o| o.vid),
+            index: want.index,
+        };
+        let mut waiting = lock(&s.waiting);
+        if let Some(w) = waiting.get_mut(&id) {
+            if w.len() >= MAX_WAITERS {
+                s.counters.refused.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            w.push((mailbox.clone(), who));
+            s.counters.coalesced.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        // The queue's lock inside the waiters': a helper never takes them
+        // the other way round.
+        if !s.queue.push(want) {
+            s.counters.refused.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        waiting.insert(id, vec![(mailbox.clone(), who)]);
+        true
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn helper<W>(s: &Shared<W>) {
+    loop {
+        let want = s.queue.pop();
+        let id = SliceId {
+            path: want.path.clone(),
+            vid: want.object.as_ref().map_or(0, |o| o.vid),
+            index: want.index,
+        };
+        let landed = fetch(s, &want);
+        let waiters = lock(&s.waiting).remove(&id).unwrap_or_default();
+        for (mailbox, who) in waiters {
+            mailbox.post(Done {
+                who,
+                index: want.index,
+                landed: landed.clone(),
+            });
+        }
+    }
+}
+
+/// Fetches and stores one slice.
+fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
+    let c = &s.counters;
+    c.fetches.fetch_add(1, Ordering::Relaxed);
+    let pinned = want.object.as_ref().map(|o| &o.meta.version);
+    let t = now();
+    let slice = match s.origin.slice(&want.path, want.index, pinned, t) {
+        Ok(Answer::Slice(sl)) => sl,
+        Ok(Answer::NotFound) => return Landed::NotFound,
+        Ok(Answer::Changed) => return Landed::Changed,
+        Err(e) => {
+            c.origin_errors.fetch_add(1, Ordering::Relaxed);
+            return Landed::Failed(e.to_string());
+        }
+    };
+    c.origin_bytes
+        .fetch_add(slice.bytes.len() as u64, Ordering::Relaxed);
+    let obj = match &want.object {
+        Some(o) => o.clone(),
+        None => {
+            let meta = meta_of(&slice, s.policy, t);
+            if !meta.freshness.store {
+                return Landed::Uncacheable;
+            }
+            match s.store.begin(&want.path, meta) {
+                Ok(o) => o,
+                Err(e) => return stored_failed(c, e),
+            }
+        }
+    };
+    if obj.length() == 0 {
+        return Landed::Stored(obj);
+    }
+    match s.store.put(&obj, want.index, &slice.bytes) {
+        Ok(()) => Landed::Stored(obj),
+        Err(e) => stored_failed(c, e),
+    }
+}
+
+fn stored_failed(c: &Counters, e: std::io::Error) -> Landed {
+    c.store_errors.fetch_add(1, Ordering::Relaxed);
+    Landed::Failed(format!("storing a slice: {e}"))
+}
+
+/// What the cache keeps of a first slice's answer.
+fn meta_of(slice: &Slice, p: Policy, fetched: i64) -> Meta {
+    Meta {
+        version: slice.version.clone(),
+        fields: slice.fields.clone(),
+        fetched,
+        freshness: Freshness::of(
+            slice.field("cache-control"),
+            slice.field("expires"),
+            slice.date.as_deref(),
+            p.default_ttl,
+            p.stale_default,
+            p.stale_max,
+        ),
+    }
+}
+
+impl std::fmt::Display for Landed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Landed::Stored(o) => write!(f, "stored in version {}", o.vid),
+            Landed::NotFound => write!(f, "not found at the origin"),
+            Landed::Changed => write!(f, "changed at the origin"),
+            Landed::Failed(e) => write!(f, "{e}"),
+            Landed::Uncacheable => write!(f, "not cacheable"),
+        }
+    }
+}

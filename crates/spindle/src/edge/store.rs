@@ -1,0 +1,545 @@
+//! The edge's disk cache (`--cache-dir`, bounded by `--cache-size`).
+//!
+//! Each version of an origin object is three files beneath the directory,
+//! named by a hash of its path ([`key`]) and a version number this cache
+//! gives it: `KK/KEY.VID.d`, the data, a sparse file of the object's
+//! length into which slices are written at their offsets; `KEY.VID.m`,
+//! what is kept of the origin's answer ([`Meta`], as text); `KEY.VID.p`,
+//! which slices are in the data ([`Present`]). So a response is a range
+//! of one file, sent through the same body path as any other.
+//!
+//! **A slice is marked only once it is on disk.** It is written with
+//! `pwrite` and made durable with `fdatasync`, and only then is its bit set
+//! in memory (where workers read it without a lock) and the map rewritten
+//! (a temporary file renamed over the old). After a crash a slice whose
+//! bit was not saved is fetched again; a bit is never saved for bytes that
+//! are not. A new version gets new files: a worker still sending the old
+//! one keeps its descriptor of the old data, which is unlinked, never
+//! overwritten, so two versions are never spliced.
+//!
+//! **Bounded by bytes**, counting the slices stored, least recently used
+//! object first out. At start the directory is scanned: temporary files
+//! are removed, every object whose three files agree is indexed (oldest
+//! map first), anything else is removed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use spindle_core::edge::meta::Meta;
+use spindle_core::edge::slice::{self, Present};
+
+/// One version of one object in the cache. Workers hold it (an `Arc`)
+/// while they send from it and read its slice bits without a lock.
+#[derive(Debug)]
+pub struct Object {
+    pub key: String,
+    /// This cache's number for the version (names its files).
+    pub vid: u64,
+    pub meta: Meta,
+    words: Box<[AtomicU64]>,
+}
+
+impl Object {
+    fn new(key: String, vid: u64, meta: Meta, present: &Present) -> Object {
+        let bytes = present.to_bytes();
+        let words = bytes
+            .chunks_exact(8)
+            .map(|c| AtomicU64::new(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
+            .collect();
+        Object {
+            key,
+            vid,
+            meta,
+            words,
+        }
+    }
+
+    pub fn length(&self) -> u64 {
+        self.meta.version.length
+    }
+
+    /// Whether slice `index` is on disk.
+    pub fn has(&self, index: u64) -> bool {
+        assert!(index < slice::count(self.length()), "slice {index}");
+        self.words[(index / 64) as usize].load(Ordering::Acquire) & (1 << (index % 64)) != 0
+    }
+
+    /// The first slice the bytes `range` need that is not on disk.
+    pub fn first_missing(&self, range: std::ops::Range<u64>) -> Option<u64> {
+        slice::covering(range).find(|&i| !self.has(i))
+    }
+
+    fn present(&self) -> Present {
+        let bytes: Vec<u8> = self
+            .words
+            .iter()
+            .flat_map(|w| w.load(Ordering::Acquire).to_le_bytes())
+            .collect();
+        Present::from_bytes(self.length(), &bytes).expect("a map of this length")
+    }
+
+    /// The data file, relative to the cache directory.
+    pub fn data_path(&self) -> PathBuf {
+        file_path(&self.key, self.vid, 'd')
+    }
+}
+
+/// The name of an object's path in the cache: 32 hex digits of its
+/// SHA-256.
+pub fn key(path: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, path);
+    d.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn file_path(key: &str, vid: u64, kind: char) -> PathBuf {
+    PathBuf::from(&key[..2]).join(format!("{key}.{vid}.{kind}"))
+}
+
+struct Entry {
+    obj: Arc<Object>,
+    used: u64,
+    bytes: u64,
+}
+
+#[derive(Default)]
+struct Index {
+    objects: HashMap<String, Entry>,
+    /// `used` → key, oldest first.
+    lru: BTreeMap<u64, String>,
+    clock: u64,
+    bytes: u64,
+    next_vid: u64,
+}
+
+impl Index {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn touch(&mut self, key: &str) {
+        let now = self.tick();
+        if let Some(e) = self.objects.get_mut(key) {
+            self.lru.remove(&e.used);
+            e.used = now;
+            self.lru.insert(now, key.to_string());
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Arc<Object>> {
+        let e = self.objects.remove(key)?;
+        self.lru.remove(&e.used);
+        self.bytes -= e.bytes;
+        Some(e.obj)
+    }
+
+    fn insert(&mut self, obj: Arc<Object>, bytes: u64) {
+        let used = self.tick();
+        self.lru.insert(used, obj.key.clone());
+        self.bytes += bytes;
+        self.objects
+            .insert(obj.key.clone(), Entry { obj, used, bytes });
+    }
+
+    /// The least recently used objects to drop so that `max` bytes hold
+    /// everything, never `keep`.
+    fn over(&mut self, max: u64, keep: &str) -> Vec<Arc<Object>> {
+        let mut out = Vec::new();
+        while self.bytes > max {
+            let Some(key) = self.lru.values().find(|k| *k != keep).cloned() else {
+                break;
+            };
+            out.extend(self.remove(&key));
+        }
+        out
+    }
+}
+
+/// What the cache has done, for the metrics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub slices_stored: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+/// The cache directory and its index, shared by the edge's helpers (which
+/// write) and the workers (which read objects' bits).
+pub struct Store {
+    dir: PathBuf,
+    max_bytes: u64,
+    index: Mutex<Index>,
+    pub counters: Counters,
+}
+
+impl Store {
+    /// Opens (creating it if need be) the cache directory and indexes
+    /// what it holds. `Err` is one line for the user.
+    pub fn open(dir: &Path, max_bytes: u64) -> Result<Store, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cache-dir {}: {e}", dir.display()))?;
+        let s = Store {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            index: Mutex::new(Index::default()),
+            counters: Counters::default(),
+        };
+        s.scan()
+            .map_err(|e| format!("cache-dir {}: {e}", dir.display()))?;
+        Ok(s)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The bytes of slices the cache holds.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// The object stored for `path`, if any, marked as just used.
+    pub fn get(&self, path: &[u8]) -> Option<Arc<Object>> {
+        let k = key(path);
+        let mut ix = self.lock();
+        let obj = ix.objects.get(&k)?.obj.clone();
+        ix.touch(&k);
+        Some(obj)
+    }
+
+    /// A new version of `path`'s object, with no slice yet, in place of
+    /// any older one (whose files are unlinked; descriptors open on them
+    /// still read the old bytes).
+    pub fn begin(&self, path: &[u8], meta: Meta) -> std::io::Result<Arc<Object>> {
+        assert!(meta.version.length <= slice::MAX_OBJECT);
+        let k = key(path);
+        let vid = {
+            let mut ix = self.lock();
+            ix.next_vid += 1;
+            ix.next_vid
+        };
+        let present = Present::new(meta.version.length);
+        let obj = Arc::new(Object::new(k.clone(), vid, meta, &present));
+        std::fs::create_dir_all(self.dir.join(&k[..2]))?;
+        let data = File::create(self.dir.join(obj.data_path()))?;
+        data.set_len(obj.length())?;
+        self.write_atomically(&file_path(&k, vid, 'p'), &present.to_bytes())?;
+        self.write_atomically(&file_path(&k, vid, 'm'), obj.meta.to_text().as_bytes())?;
+        let old = {
+            let mut ix = self.lock();
+            let old = ix.remove(&k);
+            ix.insert(obj.clone(), 0);
+            old
+        };
+        if let Some(o) = old {
+            self.unlink(&o);
+        }
+        Ok(obj)
+    }
+
+    /// Stores slice `index` of `obj` (exactly its bytes), durable before
+    /// it is marked; then drops the least recently used objects past the
+    /// bound. A slice already stored, or an object replaced or evicted
+    /// meanwhile, is left as it is.
+    pub fn put(&self, obj: &Arc<Object>, index: u64, bytes: &[u8]) -> std::io::Result<()> {
+        let span = slice::bytes(index, obj.length());
+        assert_eq!(bytes.len() as u64, span.end - span.start, "slice {index}");
+        if obj.has(index) || !self.current(obj) {
+            return Ok(());
+        }
+        let data = match File::options()
+            .write(true)
+            .open(self.dir.join(obj.data_path()))
+        {
+            Ok(f) => f,
+            // Evicted or replaced since the look above.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        data.write_all_at(bytes, span.start)?;
+        data.sync_data()?;
+        let (gone, saved) = {
+            let mut ix = self.lock();
+            if ix
+                .objects
+                .get(&obj.key)
+                .is_none_or(|e| e.obj.vid != obj.vid)
+            {
+                return Ok(());
+            }
+            let bit = 1 << (index % 64);
+            let before = obj.words[(index / 64) as usize].fetch_or(bit, Ordering::Release);
+            if before & bit != 0 {
+                // Another helper stored it meanwhile.
+                return Ok(());
+            }
+            let e = ix.objects.get_mut(&obj.key).expect("current");
+            e.bytes += bytes.len() as u64;
+            ix.bytes += bytes.len() as u64;
+            // Under the lock, so that two helpers' maps of one object
+            // land in the order of their bits. If it fails, the slice is
+            // served from memory's bit until a restart, then fetched again.
+            let saved = self.write_atomically(
+                &file_path(&obj.key, obj.vid, 'p'),
+                &obj.present().to_bytes(),
+            );
+            (ix.over(self.max_bytes, &obj.key), saved)
+        };
+        self.counters.slices_stored.fetch_add(1, Ordering::Relaxed);
+        for o in gone {
+            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            self.unlink(&o);
+        }
+        saved
+    }
+
+    /// Whether `obj` is the version the cache holds for its path.
+    fn current(&self, obj: &Object) -> bool {
+        self.lock()
+            .objects
+            .get(&obj.key)
+            .is_some_and(|e| e.obj.vid == obj.vid)
+    }
+
+    /// Writes `bytes` to `rel` whole or not at all: a temporary file,
+    /// `fdatasync`, rename.
+    fn write_atomically(&self, rel: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let path = self.dir.join(rel);
+        let name = path.file_name().expect("a file").to_string_lossy();
+        let tmp = path.with_file_name(format!(".tmp-{}-{name}", std::process::id()));
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    fn unlink(&self, o: &Object) {
+        for kind in ['p', 'm', 'd'] {
+            let _ = std::fs::remove_file(self.dir.join(file_path(&o.key, o.vid, kind)));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Indexes what the directory holds, oldest map first; removes
+    /// temporary files, older versions, and objects whose files disagree.
+    fn scan(&self) -> std::io::Result<()> {
+        let mut found: Vec<(std::time::SystemTime, Arc<Object>, u64)> = Vec::new();
+        let mut best: HashMap<String, u64> = HashMap::new();
+        let mut max_vid = 0;
+        let mut doomed = Vec::new();
+        for sub in std::fs::read_dir(&self.dir)?.flatten() {
+            if !sub.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            for ent in std::fs::read_dir(sub.path())?.flatten() {
+                let name = ent.file_name().to_string_lossy().into_owned();
+                let parts: Vec<&str> = name.split('.').collect();
+                let vid = parts.get(1).and_then(|v| v.parse::<u64>().ok());
+                match (parts.as_slice(), vid) {
+                    ([k, _, "m"], Some(vid)) if k.len() == 32 => {
+                        max_vid = max_vid.max(vid);
+                        match self.load(k, vid) {
+                            Some((when, obj, bytes)) => {
+                                let b = best.entry(k.to_string()).or_insert(vid);
+                                *b = (*b).max(vid);
+                                found.push((when, Arc::new(obj), bytes));
+                            }
+                            None => doomed.push((k.to_string(), vid)),
+                        }
+                    }
+                    ([_, _, "d" | "p"], Some(vid)) => max_vid = max_vid.max(vid),
+                    _ => {
+                        if name.starts_with(".tmp-") {
+                            let _ = std::fs::remove_file(ent.path());
+                        }
+                    }
+                }
+            }
+        }
+        found.sort_by_key(|f| f.0);
+        let mut ix = self.lock();
+        ix.next_vid = max_vid;
+        for (_, obj, bytes) in found {
+            if best.get(&obj.key) == Some(&obj.vid) {
+                ix.insert(obj, bytes);
+            } else {
+                doomed.push((obj.key.clone(), obj.vid));
+            }
+        }
+        let gone = ix.over(self.max_bytes, "");
+        drop(ix);
+        for (k, vid) in doomed {
+            for kind in ['p', 'm', 'd'] {
+                let _ = std::fs::remove_file(self.dir.join(file_path(&k, vid, kind)));
+            }
+        }
+        for o in gone {
+            self.unlink(&o);
+        }
+        // Data files whose record is gone (a crash between the data and
+        // the record): nothing names them.
+        for sub in std::fs::read_dir(&self.dir)?.flatten() {
+            let Ok(rd) = std::fs::read_dir(sub.path()) else {
+                continue;
+            };
+            for ent in rd.flatten() {
+                let name = ent.file_name().to_string_lossy().into_owned();
+                if let Some(stem) = name.strip_suffix(".d").or(name.strip_suffix(".p")) {
+                    if !ent.path().with_file_name(format!("{stem}.m")).exists() {
+                        let _ = std::fs::remove_file(ent.path());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An object's three files read back, if they agree: (the map's
+    /// modification time, the object, its stored bytes).
+    fn load(&self, k: &str, vid: u64) -> Option<(std::time::SystemTime, Object, u64)> {
+        let text = std::fs::read_to_string(self.dir.join(file_path(k, vid, 'm'))).ok()?;
+        let meta = Meta::from_text(&text)?;
+        let len = meta.version.length;
+        let data = std::fs::metadata(self.dir.join(file_path(k, vid, 'd'))).ok()?;
+        if data.len() != len || len > slice::MAX_OBJECT {
+            return None;
+        }
+        let p_path = self.dir.join(file_path(k, vid, 'p'));
+        let present = Present::from_bytes(len, &std::fs::read(&p_path).ok()?)?;
+        let when = std::fs::metadata(&p_path).ok()?.modified().ok()?;
+        let bytes = (0..present.slices())
+            .filter(|&i| present.has(i))
+            .map(|i| {
+                let b = slice::bytes(i, len);
+                b.end - b.start
+            })
+            .sum();
+        Some((when, Object::new(k.to_string(), vid, meta, &present), bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spindle_core::edge::meta::{Freshness, Version};
+    use spindle_core::edge::slice::SLICE_SIZE;
+
+    fn meta(length: u64, etag: &str) -> Meta {
+        Meta {
+            version: Version {
+                length,
+                etag: Some(etag.into()),
+                last_modified: None,
+            },
+            fields: vec![("content-type".into(), "video/mp4".into())],
+            fetched: 1_764_000_000,
+            freshness: Freshness {
+                store: true,
+                lifetime: 60,
+                stale_if_error: 0,
+            },
+        }
+    }
+
+    fn slice_bytes(obj: &Object, i: u64) -> Vec<u8> {
+        let b = slice::bytes(i, obj.length());
+        (b.start..b.end).map(|x| (x * 7 + i) as u8).collect()
+    }
+
+    #[test]
+    fn slices_survive_a_restart_and_what_a_crash_left_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let len = 2 * SLICE_SIZE + 10;
+        {
+            let s = Store::open(dir.path(), 1 << 30).unwrap();
+            let o = s.begin(b"/v.mp4", meta(len, "\"a\"")).unwrap();
+            assert_eq!(o.first_missing(0..len), Some(0));
+            s.put(&o, 2, &slice_bytes(&o, 2)).unwrap();
+            s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+            assert_eq!(o.first_missing(0..len), Some(1));
+            assert_eq!(o.first_missing(len - 5..len), None);
+            assert_eq!(s.bytes(), SLICE_SIZE + 10);
+        }
+        // A crash's leftovers: a temporary file, a data file with no record.
+        let sub = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::write(sub.join(".tmp-1-x.p"), b"half").unwrap();
+        std::fs::write(sub.join(format!("{}.99.d", "f".repeat(32))), b"x").unwrap();
+        let s = Store::open(dir.path(), 1 << 30).unwrap();
+        let o = s.get(b"/v.mp4").expect("indexed again");
+        assert!(o.has(0) && !o.has(1) && o.has(2));
+        assert_eq!(s.bytes(), SLICE_SIZE + 10);
+        let data = std::fs::read(dir.path().join(o.data_path())).unwrap();
+        assert_eq!(data[..SLICE_SIZE as usize], slice_bytes(&o, 0)[..]);
+        let names: Vec<_> = std::fs::read_dir(&sub)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        // A new version gets new files; the old ones go.
+        let o2 = s.begin(b"/v.mp4", meta(len, "\"b\"")).unwrap();
+        assert!(o2.vid > o.vid && !o2.has(0));
+        assert!(!dir.path().join(o.data_path()).exists());
+        // A slice of the replaced version is not stored.
+        s.put(&o, 1, &slice_bytes(&o, 1)).unwrap();
+        assert!(!o.has(1));
+        assert_eq!(s.bytes(), 0);
+    }
+
+    #[test]
+    fn a_torn_record_is_a_miss_and_its_files_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = {
+            let s = Store::open(dir.path(), 1 << 30).unwrap();
+            let o = s.begin(b"/a", meta(10, "\"a\"")).unwrap();
+            s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+            dir.path().join(file_path(&o.key, o.vid, 'm'))
+        };
+        let t = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, &t[..t.len() / 2]).unwrap();
+        let s = Store::open(dir.path(), 1 << 30).unwrap();
+        assert!(s.get(b"/a").is_none());
+        let left: usize = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|d| std::fs::read_dir(d.unwrap().path()).unwrap().count())
+            .sum();
+        assert_eq!(left, 0);
+    }
+
+    #[test]
+    fn the_least_recently_used_object_goes_first_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 2 * SLICE_SIZE).unwrap();
+        let mut objs = Vec::new();
+        for p in [&b"/1"[..], b"/2"] {
+            let o = s.begin(p, meta(SLICE_SIZE, "\"x\"")).unwrap();
+            s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+            objs.push(o);
+        }
+        assert!(s.get(b"/1").is_some()); // now /2 is the oldest
+        let o = s.begin(b"/3", meta(SLICE_SIZE, "\"x\"")).unwrap();
+        s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+        assert!(s.get(b"/1").is_some() && s.get(b"/3").is_some());
+        assert!(s.get(b"/2").is_none());
+        assert!(!dir.path().join(objs[1].data_path()).exists());
+        assert_eq!(s.bytes(), 2 * SLICE_SIZE);
+        assert_eq!(s.counters.evictions.load(Ordering::Relaxed), 1);
+        // Reopened with a smaller bound: the oldest goes at start.
+        drop(s);
+        let s = Store::open(dir.path(), SLICE_SIZE).unwrap();
+        assert_eq!(s.bytes(), SLICE_SIZE);
+    }
+}
