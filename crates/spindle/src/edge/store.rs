@@ -42,6 +42,8 @@ pub struct Object {
     pub vid: u64,
     pub meta: Meta,
     words: Box<[AtomicU64]>,
+    /// Held while the map file is written.
+    map_lock: Mutex<()>,
 }
 
 impl Object {
@@ -56,6 +58,7 @@ impl Object {
             vid,
             meta,
             words,
+            map_lock: Mutex::new(()),
         }
     }
 
@@ -264,7 +267,7 @@ impl Store {
         };
         data.write_all_at(bytes, span.start)?;
         data.sync_data()?;
-        let (gone, saved) = {
+        let gone = {
             let mut ix = self.lock();
             if ix
                 .objects
@@ -282,14 +285,18 @@ impl Store {
             let e = ix.objects.get_mut(&obj.key).expect("current");
             e.bytes += bytes.len() as u64;
             ix.bytes += bytes.len() as u64;
-            // Under the lock, so that two helpers' maps of one object
-            // land in the order of their bits. If it fails, the slice is
-            // served from memory's bit until a restart, then fetched again.
-            let saved = self.write_atomically(
+            ix.over(self.max_bytes, &obj.key)
+        };
+        // The map is written under the object's own lock, not the index's
+        // (workers take that one): each write holds every bit set so far,
+        // so the last one written has them all. If it fails, the slice is
+        // served from memory's bit until a restart, then fetched again.
+        let saved = {
+            let _one_writer = obj.map_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.write_atomically(
                 &file_path(&obj.key, obj.vid, 'p'),
                 &obj.present().to_bytes(),
-            );
-            (ix.over(self.max_bytes, &obj.key), saved)
+            )
         };
         self.counters.slices_stored.fetch_add(1, Ordering::Relaxed);
         for o in gone {
