@@ -67,5 +67,6 @@ pub use fields::Fields;
 pub use listing::Listing;
 pub use response::{FileMeta, Response};
 pub use session::{
-    AuthCheck, Checked, ListRequest, OpenError, OpenRequest, Session, SessionConfig, Step,
+    AuthCheck, Checked, EdgeFound, FetchRequest, ListRequest, OpenError, OpenRequest, Session,
+    SessionConfig, Step,
 };

@@ -138,16 +138,25 @@ fn etags(list: &[u8]) -> impl Iterator<Item = Option<(bool, &[u8])>> {
 /// Whether `ours` (a strong tag, quoted) is in `list`. `strong` selects the
 /// strong comparison (If-Match) instead of the weak one (If-None-Match).
 pub(crate) fn etag_list_matches(list: &[u8], ours: &str, strong: bool) -> bool {
+    // Ours is weak only when an origin's is (the edge keeps its tag).
+    let (ours_weak, ours) = match ours.strip_prefix("W/") {
+        Some(o) => (true, o),
+        None => (false, ours),
+    };
     etags(list).any(|t| match t {
         None => true,
-        Some((weak, tag)) => tag == ours.as_bytes() && !(strong && weak),
+        Some((weak, tag)) => tag == ours.as_bytes() && !(strong && (weak || ours_weak)),
     })
 }
 
 pub(crate) fn if_range_matches(value: &[u8], ours: &str, mtime: i64) -> bool {
     let v = trim(value);
-    if v.starts_with(b"\"") || v.starts_with(b"W/") {
-        // If-Range requires the strong comparison.
+    if v.starts_with(b"W/") {
+        // If-Range requires the strong comparison: a weak tag never
+        // matches (RFC 9110 §13.1.5), not even an origin's own.
+        return false;
+    }
+    if v.starts_with(b"\"") {
         return v == ours.as_bytes();
     }
     date::parse(v) == Some(mtime)

@@ -427,7 +427,7 @@ pub(crate) fn for_listing(
 }
 
 /// Which representation of a resource a file response carries.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Representation {
     /// Sent from a precompressed sidecar with this coding.
     pub encoding: Option<Encoding>,
@@ -439,6 +439,45 @@ pub(crate) struct Representation {
     /// result is named by the version it was made from. `None`: the file
     /// sent (a sidecar is its own version).
     pub validators: Option<FileMeta>,
+    /// An origin's object held by the edge (`--origin`): its validators,
+    /// type and kept fields, in place of the cache file's. Its bytes never
+    /// change once stored (a new version is a new file), so the response
+    /// carries no file version to check.
+    pub origin: Option<std::sync::Arc<crate::edge::meta::Meta>>,
+}
+
+/// The validators a file response names: its own, or an origin's (which
+/// may lack either).
+struct Validators<'a> {
+    tag: Option<&'a str>,
+    mtime: Option<i64>,
+    last_modified: Option<&'a str>,
+}
+
+/// The origin's kept fields a response carries besides its validators
+/// and type, as the origin named them, canonically spelled.
+const ORIGIN_FIELDS: [(&str, &str); 4] = [
+    ("cache-control", "Cache-Control"),
+    ("expires", "Expires"),
+    ("content-disposition", "Content-Disposition"),
+    ("content-language", "Content-Language"),
+];
+
+fn origin_fields(h: &mut Head, rep: &Representation) {
+    let Some(o) = &rep.origin else { return };
+    for (name, value) in &o.fields {
+        if let Some((_, spelled)) = ORIGIN_FIELDS.iter().find(|(n, _)| n == name) {
+            h.header(spelled, value);
+        }
+    }
+}
+
+fn origin_field<'a>(rep: &'a Representation, name: &str) -> Option<&'a str> {
+    let o = rep.origin.as_ref()?;
+    o.fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
 }
 
 /// The response for a regular file (`rel_path` names the resource, for
@@ -453,35 +492,53 @@ pub(crate) fn for_file(
     ctx: &Ctx,
 ) -> Response {
     let named = rep.validators.as_ref().unwrap_or(meta);
-    let tag = Tag::of(named, rep.encoding);
-    let tag = tag.as_str();
-    let mtime = named.mtime_sec;
-    let last_modified = date::fmt_unix_cached(mtime);
+    let own_tag;
+    let own_lm;
+    let v = match &rep.origin {
+        Some(o) => {
+            let lm = o.version.last_modified.as_deref();
+            Validators {
+                tag: o.version.etag.as_deref(),
+                mtime: lm.and_then(|l| date::parse(l.as_bytes())),
+                last_modified: lm,
+            }
+        }
+        None => {
+            own_tag = Tag::of(named, rep.encoding);
+            own_lm = date::fmt_unix_cached(named.mtime_sec);
+            Validators {
+                tag: Some(own_tag.as_str()),
+                mtime: Some(named.mtime_sec),
+                last_modified: Some(&own_lm),
+            }
+        }
+    };
 
     // RFC 9110 §13.2.2: the order in which preconditions are evaluated.
-    if let Some(v) = &req.if_match {
-        if !etag_list_matches(v, tag, true) {
+    // A validator the representation lacks matches only `*`.
+    if let Some(l) = &req.if_match {
+        if !etag_list_matches(l, v.tag.unwrap_or("\0"), true) {
             return error(412, ctx, &[]);
         }
     } else if let Some(since) = req.if_unmodified_since.as_deref().and_then(date::parse) {
-        if mtime > since {
+        if v.mtime.is_some_and(|m| m > since) {
             return error(412, ctx, &[]);
         }
     }
-    let not_modified = if let Some(v) = &req.if_none_match {
-        etag_list_matches(v, tag, false)
+    let not_modified = if let Some(l) = &req.if_none_match {
+        etag_list_matches(l, v.tag.unwrap_or("\0"), false)
     } else if let Some(since) = req.if_modified_since.as_deref().and_then(date::parse) {
-        mtime <= since
+        v.mtime.is_some_and(|m| m <= since)
     } else {
         false
     };
     if not_modified {
         let mut h = Head::new(304, ctx);
-        h.header("Last-Modified", &last_modified)
-            .header("ETag", tag);
+        validator_fields(&mut h, &v);
         if rep.vary {
             h.header("Vary", "Accept-Encoding");
         }
+        origin_fields(&mut h, &rep);
         rule_headers(&mut h, rules);
         return Response::in_memory(h, &[], ctx);
     }
@@ -491,22 +548,28 @@ pub(crate) fn for_file(
         if let Some(r) = &req.range {
             let honour = match &req.if_range {
                 None => true,
-                Some(v) => if_range_matches(v, tag, mtime),
+                Some(l) => match (v.tag, v.mtime) {
+                    (Some(t), Some(m)) => if_range_matches(l, t, m),
+                    (Some(t), None) => if_range_matches(l, t, i64::MIN),
+                    (None, Some(m)) => if_range_matches(l, "\0", m),
+                    (None, None) => false,
+                },
             };
             if honour {
                 range = parse_range(r, meta.size);
             }
         }
     }
-    let ctype = match rules.content_type {
-        Some(t) => Cow::Borrowed(t),
-        None => with_charset(content_type(rel_path), ctx.charset),
+    let ctype = match (rules.content_type, origin_field(&rep, "content-type")) {
+        (Some(t), _) => Cow::Borrowed(t),
+        (None, Some(t)) => Cow::Owned(t.to_string()),
+        (None, None) => with_charset(content_type(rel_path), ctx.charset),
     };
     let (status, offset, len) = match range {
         RangeResult::Full => (200, 0, meta.size),
         RangeResult::Partial(start, len) => (206, start, len),
         RangeResult::Multi(ranges) => {
-            return multipart(meta, &ranges, &ctype, tag, &last_modified, rep, rules, ctx)
+            return multipart(meta, &ranges, &ctype, &v, &rep, rules, ctx)
         }
         RangeResult::Unsatisfiable => {
             let cr = format!("bytes */{}", meta.size);
@@ -515,37 +578,49 @@ pub(crate) fn for_file(
     };
     let mut h = Head::new(status, ctx);
     h.header("Content-Type", &ctype)
-        .header_u64("Content-Length", len)
-        .header("Last-Modified", &last_modified)
-        .header("ETag", tag)
-        .header("Accept-Ranges", "bytes");
+        .header_u64("Content-Length", len);
+    validator_fields(&mut h, &v);
+    h.header("Accept-Ranges", "bytes");
     if let Some(e) = rep.encoding {
         h.header("Content-Encoding", e.token());
     }
     if rep.vary {
         h.header("Vary", "Accept-Encoding");
     }
+    origin_fields(&mut h, &rep);
     rule_headers(&mut h, rules);
     if status == 206 {
         let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, meta.size);
         h.header("Content-Range", &cr);
     }
     let send_body = !ctx.head_only && len > 0;
-    Response::of_file(h, send_body.then_some((offset, len)), meta, ctx)
+    let mut resp = Response::of_file(h, send_body.then_some((offset, len)), meta, ctx);
+    if rep.origin.is_some() {
+        resp.version = None;
+    }
+    resp
+}
+
+/// `Last-Modified` and `ETag`, those the representation has.
+fn validator_fields(h: &mut Head, v: &Validators) {
+    if let Some(lm) = v.last_modified {
+        h.header("Last-Modified", lm);
+    }
+    if let Some(t) = v.tag {
+        h.header("ETag", t);
+    }
 }
 
 /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the head carries the
 /// first part's header, and each later part (and the closing delimiter)
 /// is a [`Part`] of the response. Of an encoded representation (a
 /// compressed result, a sidecar), each part's header names the coding.
-#[allow(clippy::too_many_arguments)]
 fn multipart(
     meta: &FileMeta,
     ranges: &[(u64, u64)],
     ctype: &str,
-    tag: &str,
-    last_modified: &str,
-    rep: Representation,
+    v: &Validators,
+    rep: &Representation,
     rules: &Applied,
     ctx: &Ctx,
 ) -> Response {
@@ -595,13 +670,13 @@ fn multipart(
         "Content-Type",
         &format!("multipart/byteranges; boundary={boundary}"),
     )
-    .header_u64("Content-Length", body_len)
-    .header("Last-Modified", last_modified)
-    .header("ETag", tag)
-    .header("Accept-Ranges", "bytes");
+    .header_u64("Content-Length", body_len);
+    validator_fields(&mut h, v);
+    h.header("Accept-Ranges", "bytes");
     if rep.vary {
         h.header("Vary", "Accept-Encoding");
     }
+    origin_fields(&mut h, rep);
     rule_headers(&mut h, rules);
     let (status, fields, mut front) = h.finish(ctx, first.len());
     front.extend_from_slice(&first);
@@ -610,7 +685,7 @@ fn multipart(
         fields,
         front,
         file: Some(ranges[0]),
-        version: Some(meta.version()),
+        version: rep.origin.is_none().then(|| meta.version()),
         keep_alive: ctx.keep_alive,
         body_len,
         parts,

@@ -34,6 +34,7 @@
 pub use crate::accesslog::LogInfo;
 use std::ffi::CString;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use crate::compress;
 use crate::encoding::{self, Encoding};
@@ -45,7 +46,9 @@ use crate::request::{self, BodyFraming, Method, Parsed, Request};
 use crate::response::{self, Ctx, FileKind, FileMeta, Representation, Response};
 use crate::rules::Verdict;
 pub use crate::session_config::SessionConfig;
-pub use crate::step::{AuthCheck, Checked, ListRequest, OpenError, OpenRequest, Step};
+pub use crate::step::{
+    AuthCheck, Checked, EdgeFound, FetchRequest, ListRequest, OpenError, OpenRequest, Step,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -55,10 +58,26 @@ enum State {
     AwaitAuth,
     AwaitOpen,
     AwaitList,
+    /// Waiting for the edge to find the object at the origin.
+    AwaitFetch,
     AwaitSent {
         keep_alive: bool,
     },
     Closed,
+}
+
+/// A request's object at the origin (`--origin`).
+#[derive(Debug)]
+enum Edge {
+    /// Asked for ([`Step::Fetch`]); `rel_path` is what was looked for
+    /// beneath the root.
+    Fetching { rel_path: Vec<u8> },
+    /// Found; its cache file is being opened. Its validators and fields
+    /// answer for the file's.
+    Opening {
+        rel_path: Vec<u8>,
+        meta: Arc<crate::edge::meta::Meta>,
+    },
 }
 
 /// One connection's protocol state.
@@ -102,6 +121,9 @@ pub struct Session {
     over_limit: bool,
     /// The current request names a directory (its target ends in `/`).
     dir_request: bool,
+    /// The current request's object at the origin, while the edge finds
+    /// it and then while its cache file is opened.
+    edge: Option<Edge>,
     /// One HTTP/2 stream's request ([`Session::for_stream`]): one
     /// response, then closed; logged as `HTTP/2.0`.
     stream: bool,
@@ -225,6 +247,7 @@ impl Session {
             root: 0,
             over_limit: false,
             dir_request: false,
+            edge: None,
             stream: false,
             given: None,
             tls: false,
@@ -365,7 +388,9 @@ impl Session {
     pub fn closes_after_response(&self) -> bool {
         match self.state {
             State::Closed | State::AwaitSent { keep_alive: false } => true,
-            State::AwaitAuth | State::AwaitOpen | State::AwaitList => !self.current_keep_alive,
+            State::AwaitAuth | State::AwaitOpen | State::AwaitList | State::AwaitFetch => {
+                !self.current_keep_alive
+            }
             State::AwaitProxy | State::Reading | State::AwaitSent { keep_alive: true } => false,
         }
     }
@@ -425,7 +450,11 @@ impl Session {
     pub fn next(&mut self, cfg: &SessionConfig) -> Step {
         match self.state {
             State::Closed => return Step::Close,
-            State::AwaitAuth | State::AwaitOpen | State::AwaitList | State::AwaitSent { .. } => {
+            State::AwaitAuth
+            | State::AwaitOpen
+            | State::AwaitList
+            | State::AwaitFetch
+            | State::AwaitSent { .. } => {
                 debug_assert!(false, "next() called while a step is outstanding");
                 return Step::NeedInput;
             }
@@ -667,13 +696,7 @@ impl Session {
         result: Result<&listing::Listing, OpenError>,
     ) -> Step {
         assert_eq!(self.state, State::AwaitList, "listed() without Step::List");
-        let req = self.current.take().expect("current request");
-        let ctx = self.ctx(
-            cfg,
-            self.current_keep_alive,
-            req.minor_version == 0,
-            req.method == Method::Head,
-        );
+        let (req, ctx) = self.take_current(cfg);
         let resp = match result {
             Ok(l) => {
                 let vary = cfg
@@ -685,6 +708,52 @@ impl Session {
             }
             Err(e) => error_for(e.status(), &ctx),
         };
+        self.last_req = Some(req);
+        self.finish(resp)
+    }
+
+    /// The driver's answer to [`Step::Fetch`]: the object is in the edge's
+    /// cache file `found.open`, which is opened next ([`Step::Open`];
+    /// [`Session::opened`] then answers with the origin's validators and
+    /// fields).
+    pub fn edge_found(&mut self, found: EdgeFound) -> Step {
+        assert_eq!(
+            self.state,
+            State::AwaitFetch,
+            "edge_found() without Step::Fetch"
+        );
+        let Some(Edge::Fetching { rel_path }) = self.edge.take() else {
+            panic!("edge_found() without a fetch");
+        };
+        self.edge = Some(Edge::Opening {
+            rel_path,
+            meta: found.meta,
+        });
+        self.state = State::AwaitOpen;
+        Step::Open(found.open)
+    }
+
+    /// The driver's answer to [`Step::Fetch`] when the origin has no such
+    /// object (404), failed (502), took too long (504), or the edge is
+    /// too busy to ask it (503).
+    pub fn edge_failed(&mut self, cfg: &SessionConfig, status: u16) -> Step {
+        assert_eq!(
+            self.state,
+            State::AwaitFetch,
+            "edge_failed() without Step::Fetch"
+        );
+        assert!(
+            matches!(status, 404 | 502 | 503 | 504),
+            "edge status {status}"
+        );
+        self.edge = None;
+        let (req, ctx) = self.take_current(cfg);
+        let extra: &[(&str, &str)] = if status == 503 {
+            &[("Retry-After", "1")]
+        } else {
+            &[]
+        };
+        let resp = response::error(status, &ctx, extra);
         self.last_req = Some(req);
         self.finish(resp)
     }
@@ -742,6 +811,19 @@ impl Session {
     /// Marks the session closed (peer went away, timeout, shutdown).
     pub fn close(&mut self) {
         self.state = State::Closed;
+    }
+
+    /// The current request, taken to be answered, and its response's
+    /// context.
+    fn take_current<'a>(&mut self, cfg: &'a SessionConfig) -> (Box<Request>, Ctx<'a>) {
+        let req = self.current.take().expect("current request");
+        let ctx = self.ctx(
+            cfg,
+            self.current_keep_alive,
+            req.minor_version == 0,
+            req.method == Method::Head,
+        );
+        (req, ctx)
     }
 
     fn ctx<'a>(

@@ -52,6 +52,10 @@ pub struct SessionConfig {
     /// connection's `/.well-known/acme-challenge/TOKEN` is answered from
     /// here (200 or 404), never from the document root.
     pub acme_http01: Option<Arc<crate::challenge::Http01Tokens>>,
+    /// A caching edge in front of an origin (`--origin`): a GET or HEAD of
+    /// a file not found beneath the root is [`Step::Fetch`](crate::Step::Fetch)
+    /// instead of a 404 (a rule's `fallback` still goes first).
+    pub edge: bool,
 }
 
 impl SessionConfig {
@@ -120,6 +124,7 @@ impl Default for SessionConfig {
             autoindex: false,
             redirect_https: None,
             acme_http01: None,
+            edge: false,
         }
     }
 }

@@ -701,6 +701,7 @@ fn random_input_never_panics() {
                         s.sent();
                     }
                     Step::List(_) => panic!("next() gave a listing"),
+                    Step::Fetch(_) => panic!("next() gave a fetch"),
                     Step::Authenticate(_) => panic!("no auth rule"),
                     Step::Respond(r) => {
                         assert!(r.front.starts_with(b"HTTP/1.1 "));
@@ -858,3 +859,6 @@ mod stream;
 
 #[path = "session_compress_tests.rs"]
 mod compress_tests;
+
+#[path = "session_edge_tests.rs"]
+mod edge_tests;

@@ -41,6 +41,27 @@ impl OpenRequest {
     }
 }
 
+/// A path not found beneath the document root, which the driver must
+/// look for at the origin (`--origin`): in the edge's cache, or fetched
+/// (its first slice at least). Then it calls
+/// [`Session::edge_found`](crate::Session::edge_found) or
+/// [`Session::edge_failed`](crate::Session::edge_failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// The object's path at the origin: `/` and the request's decoded
+    /// path (what was looked for beneath the root).
+    pub path: Vec<u8>,
+}
+
+/// What a driver found at the origin for a [`FetchRequest`]: the cache
+/// file that holds the object (opened beneath [`crate::edge::EDGE_ROOT`] as
+/// any file) and what the edge keeps of the object.
+#[derive(Debug, Clone)]
+pub struct EdgeFound {
+    pub open: OpenRequest,
+    pub meta: Arc<crate::edge::meta::Meta>,
+}
+
 /// A directory the driver must list (`--autoindex`): open it beneath the
 /// root as it opens files, read its entries (at most
 /// [`listing::MAX_ENTRIES`], without blocking its event loop), render them
@@ -148,6 +169,11 @@ pub enum Step {
     /// List this directory, then call [`Session::listed`](crate::Session::listed) (only from
     /// [`Session::opened`](crate::Session::opened), with `autoindex` on).
     List(ListRequest),
+    /// Find this object at the origin, then call
+    /// [`Session::edge_found`](crate::Session::edge_found) or
+    /// [`Session::edge_failed`](crate::Session::edge_failed) (only from
+    /// [`Session::opened`](crate::Session::opened), with an origin).
+    Fetch(FetchRequest),
     /// Check these credentials, then call
     /// [`Session::authenticated`](crate::Session::authenticated) (only
     /// from [`Session::next`](crate::Session::next), for a path an `auth`

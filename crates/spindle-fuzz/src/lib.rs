@@ -93,6 +93,7 @@ pub fn session(data: &[u8]) {
             Vec::new()
         },
         autoindex: conf & 32 != 0,
+        edge: conf & 128 != 0,
         rules: if conf & 64 != 0 {
             auth_rules()
         } else {
@@ -141,12 +142,17 @@ pub fn session(data: &[u8]) {
             }
             Step::Open(mut req) => {
                 // With precompressed sidecars on, the session asks for
-                // each candidate, then the resource again, and an error
-                // page may follow: at most one open per coding plus three.
+                // the resource, each candidate, then the resource again;
+                // an error page may follow with its own search; or, with
+                // an origin, the edge's cache file: at most
+                // 2 × (codings + 2) opens, and one more.
                 let mut opens = 0;
                 let (resp, found) = loop {
                     opens += 1;
-                    assert!(opens <= Encoding::ALL.len() + 3, "open after open");
+                    assert!(
+                        opens <= 2 * (Encoding::ALL.len() + 2) + 1,
+                        "open after open"
+                    );
                     check_path(req.path.as_bytes(), cfg.allow_dotfiles);
                     world = xorshift(world);
                     let found = found(world);
@@ -169,6 +175,17 @@ pub fn session(data: &[u8]) {
                             let resp = listed(&mut s, &cfg, &list, world);
                             break (resp, Err(OpenError::NotFound));
                         }
+                        Step::Fetch(f) => {
+                            assert!(cfg.edge, "a fetch without an origin");
+                            assert_eq!(found, Err(OpenError::NotFound), "a fetch of a found file");
+                            assert_eq!(f.path.first(), Some(&b'/'));
+                            check_path(&f.path[1..], cfg.allow_dotfiles);
+                            world = xorshift(world);
+                            match edge_answer(&mut s, &cfg, world) {
+                                Ok(next) => req = next,
+                                Err(resp) => break (*resp, Err(OpenError::NotFound)),
+                            }
+                        }
                         other => panic!("opened() gave {other:?}"),
                     }
                 };
@@ -178,6 +195,7 @@ pub fn session(data: &[u8]) {
                 assert_eq!(s.served(), served, "a response counted twice or not at all");
             }
             Step::List(_) => panic!("next() gave a listing"),
+            Step::Fetch(_) => panic!("next() gave a fetch"),
             Step::Respond(resp) => {
                 check_response(&s, &resp, None);
                 s.sent();
@@ -189,6 +207,58 @@ pub fn session(data: &[u8]) {
         }
     }
     panic!("{MAX_STEPS} steps from {} bytes of input", data.len());
+}
+
+/// The edge's answer to a fetch, drawn from `w`: a status (the response:
+/// `Err`), or the object found, whose cache file is opened next (`Ok`,
+/// with the length the next open's file will have, or not).
+fn edge_answer(
+    s: &mut Session,
+    cfg: &SessionConfig,
+    w: u64,
+) -> Result<spindle_core::OpenRequest, Box<spindle_core::Response>> {
+    use spindle_core::edge::meta::{Freshness, Meta, Version};
+    if w.is_multiple_of(4) {
+        let status = [404, 502, 503, 504][(w >> 2) as usize % 4];
+        let resp = s
+            .edge_failed(cfg, status)
+            .into_response()
+            .expect("a response");
+        assert_eq!(resp.status, status);
+        return Err(Box::new(resp));
+    }
+    let next = found(xorshift(w));
+    let length = match (next, (w >> 4) % 3) {
+        (Ok(m), 0 | 1) => m.size,
+        _ => (w >> 8) % 5000,
+    };
+    let meta = Meta {
+        version: Version {
+            length,
+            etag: [None, Some("\"e\""), Some("W/\"w\"")][(w >> 12) as usize % 3].map(Into::into),
+            last_modified: (w >> 14)
+                .is_multiple_of(2)
+                .then(|| "Sun, 06 Nov 1994 08:49:37 GMT".into()),
+        },
+        fields: vec![("cache-control".into(), "max-age=60".into())],
+        fetched: 0,
+        freshness: Freshness {
+            store: true,
+            lifetime: 60,
+            stale_if_error: 0,
+        },
+    };
+    let open = spindle_core::OpenRequest {
+        path: c"ab/ab.1.d".into(),
+        root: spindle_core::edge::EDGE_ROOT,
+    };
+    match s.edge_found(spindle_core::EdgeFound {
+        open,
+        meta: std::sync::Arc::new(meta),
+    }) {
+        Step::Open(o) => Ok(o),
+        other => panic!("edge_found() gave {other:?}"),
+    }
 }
 
 /// An HTTP/2 stream's request from lines (see [`session`]): `None` when
@@ -625,6 +695,7 @@ pub fn tls(data: &[u8]) {
                     s.sent();
                 }
                 Step::List(_) => unreachable!("autoindex is off"),
+                Step::Fetch(_) => unreachable!("no origin"),
                 Step::Authenticate(_) => unreachable!("no auth rule"),
                 Step::Respond(resp) => {
                     conn.seal(&mut out, &resp.front);

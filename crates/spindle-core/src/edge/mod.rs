@@ -7,3 +7,8 @@
 pub mod meta;
 pub mod sigv4;
 pub mod slice;
+
+/// The root number of the edge's cache directory in a driver's roots
+/// (after [`crate::compress::CACHE_ROOT`]'s): its files are opened beneath
+/// it like any other.
+pub const EDGE_ROOT: u16 = u16::MAX - 1;

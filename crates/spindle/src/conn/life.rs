@@ -165,6 +165,7 @@ impl Life {
                 Next::Authenticate(check)
             }
             Step::List(_) => unreachable!("next() never lists"),
+            Step::Fetch(_) => unreachable!("next() never fetches"),
             Step::Respond(resp) => {
                 self.req_at = now;
                 Next::Respond(resp)
