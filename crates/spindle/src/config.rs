@@ -11,7 +11,9 @@ use serde::Deserialize;
 mod acme;
 mod checks;
 mod compress;
+mod edge;
 pub use compress::CompressSettings;
+pub use edge::{stale_max as edge_stale_max, EdgeSettings};
 mod file;
 mod merge;
 use checks::*;
@@ -330,6 +332,27 @@ pub struct Cli {
     /// Level per coding, e.g. "gzip=9,br=11,zstd=19" [default: those]
     #[arg(long, value_name = "CODING=N", value_delimiter = ',')]
     pub compress_levels: Vec<String>,
+    /// Serve what is not beneath the root from this origin, caching it in --cache-dir: an HTTP or HTTPS URL, or an S3 bucket's (path style, with --origin-s3-region); repeatable, tried in order while one is down [default: none]
+    #[arg(long, value_name = "URL")]
+    pub origin: Vec<String>,
+    /// Where the edge keeps what it fetched from --origin, in 1 MiB slices (required with --origin)
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Most bytes --cache-dir holds; the least recently used objects go first (required with --origin)
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub cache_size: Option<u64>,
+    /// Certificates trusted for an HTTPS --origin (PEM) [default: the system's]
+    #[arg(long, value_name = "FILE")]
+    pub origin_ca: Option<PathBuf>,
+    /// Sign requests to --origin for an S3 bucket in this region (SigV4; Garage's default is "garage")
+    #[arg(long, value_name = "REGION")]
+    pub origin_s3_region: Option<String>,
+    /// The S3 key: an AWS credentials file, FILE or FILE:PROFILE [default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY]
+    #[arg(long, value_name = "FILE")]
+    pub origin_s3_credentials: Option<String>,
+    /// Seconds an object stays fresh when its origin says nothing (Cache-Control, Expires) [default: 60]
+    #[arg(long, value_name = "SECONDS")]
+    pub origin_ttl: Option<u64>,
     /// Answer an error status with a page beneath the root, as nginx's `error_page` (repeatable; 403, 404, 500, 503), e.g. "404=/errors/404.html"
     #[arg(long = "error-page", value_name = "STATUS=PATH")]
     pub error_page: Vec<String>,
@@ -434,6 +457,8 @@ pub struct Config {
     pub precompressed: Vec<spindle_core::Encoding>,
     /// Compression on the fly (`--compress`); `None`: off.
     pub compress: Option<CompressSettings>,
+    /// A caching edge in front of an origin (`--origin`); `None`: off.
+    pub edge: Option<EdgeSettings>,
     /// Pages for error statuses, as paths relative to the root.
     pub error_pages: Vec<(u16, std::ffi::CString)>,
     pub charset: String,
@@ -517,6 +542,7 @@ impl Config {
         let timeouts = Timeouts::merge(&cli, &file)?;
         let responses = Responses::merge(&mut cli, &mut file)?;
         let compress = compress::merge(&mut cli, &mut file)?;
+        let edge = edge::merge(&mut cli, &mut file)?;
         let hosts = vhosts(&cli.vhost, file.hosts)?;
         Ok(Config {
             root: cli.root.or(file.root).unwrap_or_else(|| PathBuf::from(".")),
@@ -564,6 +590,7 @@ impl Config {
             extra_headers: responses.extra_headers,
             precompressed: responses.precompressed,
             compress,
+            edge,
             error_pages: responses.error_pages,
             charset: responses.charset,
             rules: responses.rules,
@@ -668,6 +695,7 @@ impl Config {
                 })
                 .collect(),
             acme_http01: self.acme.as_ref().map(|_| crate::acme::http01_tokens()),
+            edge: self.edge.is_some(),
             boundary_seed: std::hash::BuildHasher::hash_one(
                 &std::collections::hash_map::RandomState::new(),
                 std::process::id(),

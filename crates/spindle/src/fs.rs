@@ -38,20 +38,27 @@ pub struct Root {
 }
 
 /// The server's document root (0) and the virtual hosts' (1 and up), by
-/// the number the core puts in `OpenRequest::root`, and the compression
-/// cache's directory (`spindle_core::compress::CACHE_ROOT`).
-pub struct Roots(Vec<Root>, Option<Root>);
+/// the number the core puts in `OpenRequest::root`, the compression
+/// cache's directory (`spindle_core::compress::CACHE_ROOT`) and the edge's
+/// (`spindle_core::edge::EDGE_ROOT`).
+pub struct Roots(Vec<Root>, Option<Root>, Option<Root>);
 
 impl Roots {
     pub fn new(main: Root, hosts: Vec<Root>) -> Roots {
         let mut v = vec![main];
         v.extend(hosts);
-        Roots(v, None)
+        Roots(v, None, None)
     }
 
     /// With the compression cache's directory.
     pub fn with_cache(mut self, dir: Root) -> Roots {
         self.1 = Some(dir);
+        self
+    }
+
+    /// With the edge's cache directory (`--cache-dir`).
+    pub fn with_edge(mut self, dir: Root) -> Roots {
+        self.2 = Some(dir);
         self
     }
 
@@ -76,6 +83,11 @@ impl Roots {
     pub fn get(&self, i: u16) -> &Root {
         if i == spindle_core::compress::CACHE_ROOT {
             if let Some(c) = &self.1 {
+                return c;
+            }
+        }
+        if i == spindle_core::edge::EDGE_ROOT {
+            if let Some(c) = &self.2 {
                 return c;
             }
         }

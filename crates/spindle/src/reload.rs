@@ -33,6 +33,9 @@ pub fn reload(published: &Published, running: &Config) -> Result<Vec<&'static st
         // Opened at start, as the same user: there still.
         roots = roots.with_cache(crate::fs::Root::open(&c.cache.dir)?);
     }
+    if let Some(e) = &cfg.edge {
+        roots = roots.with_edge(crate::fs::Root::open(&e.cache_dir)?);
+    }
     let session_cfg = Arc::new(cfg.session_config());
     published.publish(Reloadable {
         cfg: Arc::new(cfg),
@@ -91,6 +94,8 @@ fn keep_restart_only(new: &mut Config, running: &Config) -> Vec<&'static str> {
         acme => "acme-*",
         // The helpers and the cache directory are set up at start.
         compress => "compress-*",
+        // The edge's helpers, origin client and cache are set up at start.
+        edge => "origin, cache-*",
     );
     every_key_is_placed(new);
     changed
@@ -123,6 +128,7 @@ fn every_key_is_placed(cfg: &Config) {
         backend_is_default: _,
         acme: _,
         compress: _,
+        edge: _,
         // Reloadable: the access log's path (its on/off is above), what a
         // session decides, the document roots, limits and timeouts per
         // request or connection, TLS certificates (read again by

@@ -78,9 +78,13 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     if let Some(c) = &compressor {
         roots = roots.with_cache(c.dir()?);
     }
+    let edge = start_edge(&cfg)?;
+    if let Some(e) = &edge {
+        roots = roots.with_edge(crate::fs::Root::open(e.store().dir())?);
+    }
     let root = Arc::new(roots);
     let cfg = Arc::new(cfg);
-    let shared = Shared::new(&cfg, root, tls, log.clone(), compressor)?;
+    let shared = Shared::new(&cfg, root, tls, log.clone(), compressor, edge)?;
     let workers = Workers::start(&cfg, &listeners, &shared)?;
     if let Some((listener, addr)) = metrics_listener {
         crate::metrics::serve(listener, shared.registry.clone())?;
@@ -238,6 +242,7 @@ struct Shared {
     lister: Option<Arc<crate::lister::Pool>>,
     checker: Arc<crate::passwords::Checker>,
     compressor: Option<Arc<crate::compress::Compressor>>,
+    edge: Option<Arc<crate::edge::Edge>>,
     log: AccessLog,
     gate: Arc<AcceptGate>,
     flag: Arc<AtomicBool>,
@@ -266,6 +271,32 @@ fn start_compressor(cfg: &mut Config) -> Result<Option<Arc<crate::compress::Comp
     }
 }
 
+/// Starts the edge (`--origin`): its cache directory indexed, its origin
+/// client, its helper threads.
+fn start_edge(cfg: &Config) -> Result<Option<Arc<crate::edge::Edge>>, String> {
+    let Some(e) = &cfg.edge else {
+        return Ok(None);
+    };
+    let store = Arc::new(crate::edge::store::Store::open(&e.cache_dir, e.cache_size)?);
+    let signer = e
+        .s3
+        .as_ref()
+        .map(|(region, creds)| spindle_core::edge::sigv4::Signer::new(creds.clone(), region, "s3"));
+    let origin = crate::edge::fetch::Origin::new(e.origins.clone(), &e.roots, signer);
+    let policy = crate::edge::fetcher::Policy {
+        default_ttl: e.ttl,
+        stale_default: 0,
+        stale_max: crate::config::edge_stale_max(),
+    };
+    let fetcher = crate::edge::fetcher::Fetcher::start(
+        origin,
+        store,
+        policy,
+        crate::edge::fetcher::DEFAULT_THREADS,
+    )?;
+    Ok(Some(fetcher))
+}
+
 impl Shared {
     fn new(
         cfg: &Arc<Config>,
@@ -273,6 +304,7 @@ impl Shared {
         tls: Option<Arc<crate::tls::Shared>>,
         log: AccessLog,
         compressor: Option<Arc<crate::compress::Compressor>>,
+        edge: Option<Arc<crate::edge::Edge>>,
     ) -> Result<Shared, String> {
         let session_cfg = Arc::new(cfg.session_config());
         let memory = Arc::new(MemoryWatch::probe());
@@ -302,6 +334,7 @@ impl Shared {
             // Started whatever the rules: a reload may add an `auth` rule.
             checker: crate::passwords::Checker::start()?,
             compressor,
+            edge,
             log,
             gate: Arc::new(AcceptGate::default()),
             flag: Arc::new(AtomicBool::new(false)),
@@ -352,6 +385,7 @@ impl Workers {
                 lister: s.lister.clone(),
                 checker: s.checker.clone(),
                 compressor: s.compressor.clone(),
+                edge: s.edge.clone(),
                 ready: ready_tx.clone(),
             };
             eventfds.push(efd);

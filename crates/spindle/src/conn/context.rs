@@ -54,6 +54,8 @@ pub struct WorkerContext {
     pub checker: Arc<crate::passwords::Checker>,
     /// The helpers that compress on the fly (`--compress`; `compress.rs`).
     pub compressor: Option<Arc<crate::compress::Compressor>>,
+    /// The caching edge's helpers and cache (`--origin`; `edge/`).
+    pub edge: Option<Arc<crate::edge::Edge>>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

@@ -39,6 +39,8 @@ pub enum Next {
     Authenticate(AuthCheck),
     /// Transmit this response.
     Respond(Response),
+    /// Transmit this reply (a file's response that waited for the edge).
+    Send(Box<super::serve::Reply>),
     /// Close the connection; with `linger`, shut the write side and read
     /// what the peer still sends for a while first.
     Close { linger: bool },
@@ -52,6 +54,10 @@ pub enum Waiting {
     Listing,
     /// A password check (`crate::passwords`).
     Password,
+    /// The edge's first slice of an object (`conn::edge`).
+    Origin,
+    /// The edge's slices a response's body needs (`conn::edge`).
+    Slices,
 }
 
 /// A connection's protocol session and the state around it that both
@@ -75,6 +81,8 @@ pub struct Life {
     waiting: Waiting,
     /// The socket, asked for its peer when a rule by address needs it.
     fd: RawFd,
+    /// What its request holds of the edge (`--origin`).
+    pub edge: super::edge::EdgeHold,
 }
 
 impl Life {
@@ -105,6 +113,7 @@ impl Life {
             idle: false,
             waiting: Waiting::Nothing,
             fd,
+            edge: super::edge::EdgeHold::Nothing,
         }
     }
 

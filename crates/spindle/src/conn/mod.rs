@@ -11,8 +11,9 @@
 //!                   owns the sockets, files and buffers, does what conn says
 //! ```
 //!
-//! The steps between (drive, open, list, authenticate, TLS input, a
-//! response's end, the tick, HTTP/2's glue) are written once here as
+//! The steps between (drive, open, list, authenticate, the edge's fetch
+//! and slices, TLS input, a response's end, the tick, HTTP/2's glue) are
+//! written once here as
 //! [`Steps`] and [`StreamSteps`], over the worker's [`Transport`].
 //!
 //! The worker keeps a connection as its own struct holding a [`Life`]
@@ -27,6 +28,7 @@
 //! fit: one `Life` per connection, one exchange per stream.
 
 mod context;
+mod edge;
 pub mod h2;
 mod life;
 pub mod policy;

@@ -69,9 +69,12 @@ pub enum Answer {
     Open(OpenRequest),
     /// A directory to list (`--autoindex`).
     List(ListRequest),
+    /// An object to find at the origin (`--origin`; `conn::edge`).
+    Fetch(spindle_core::FetchRequest),
 }
 
 /// A response to transmit, with the file its range is read from.
+#[derive(Debug)]
 pub struct Reply {
     pub resp: Response,
     /// The file, when file bytes follow the head (not for a body put in
@@ -125,6 +128,9 @@ pub struct Serving {
     /// Compressed results served since the last tick, for the
     /// compressor's LRU order (at most [`SERVED_BATCH`]).
     served: Vec<std::ffi::CString>,
+    /// The caching edge (`--origin`): its helpers and this worker's
+    /// mailbox for their answers (on `helpers_efd`).
+    pub(super) edge: Option<super::edge::EdgeSide>,
 }
 
 /// Served results a worker remembers between two ticks for the
@@ -163,7 +169,12 @@ impl Serving {
             shared: ctx.tls.take(),
             copy: None,
         };
+        let edge = ctx.edge.clone().map(|edge| super::edge::EdgeSide {
+            edge,
+            mailbox: Arc::new(crate::jobs::Mailbox::new(helpers_efd.clone())),
+        });
         let mut s = Serving {
+            edge,
             rate: RateLimit::from_config(&ctx.cfg),
             ctx,
             files,
@@ -279,6 +290,7 @@ impl Serving {
             Step::Respond(r) => r,
             Step::Open(next) => return Answer::Open(next),
             Step::List(list) => return Answer::List(list),
+            Step::Fetch(f) => return Answer::Fetch(f),
             other => unreachable!("opened() gave {other:?}"),
         };
         if let Some(note) = life.session.take_compress_note() {
@@ -427,6 +439,7 @@ impl Serving {
                 out.push((who, l.authenticated(&self.ctx, check, checked)));
             }
         }
+        out.extend(self.edge_done(slots, life));
         out
     }
 

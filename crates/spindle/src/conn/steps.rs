@@ -18,8 +18,9 @@
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use spindle_core::{AuthCheck, ListRequest, OpenRequest, Response};
+use spindle_core::{AuthCheck, FetchRequest, ListRequest, OpenRequest, Response};
 
+use super::edge::{Fetched, Parking};
 use super::h2::{H2State, Proto};
 use super::life::{Life, Next, Phase};
 use super::serve::{Answer, Found, Listed, OpenResult, Reply, Serving};
@@ -159,6 +160,7 @@ pub trait Steps: Transport {
             Next::Open(req) => self.open_step(who, req),
             Next::Authenticate(check) => self.auth_step(who, check),
             Next::Respond(resp) => self.transmit(who, in_memory(resp)),
+            Next::Send(_) => unreachable!("next() never sends a reply"),
             Next::Close { linger } => self.close_conn(who, linger),
         }
     }
@@ -183,9 +185,31 @@ pub trait Steps: Transport {
         let (serve, conns) = self.parts();
         let life = conns.get(who).expect("live connection").life_mut();
         match serve.opened(life, req, found, direct, now) {
-            Answer::Send(r) => self.transmit(who, r),
+            Answer::Send(r) => self.send_or_park(who, r),
             Answer::Open(next) => self.open_step(who, next),
             Answer::List(list) => self.list_step(who, list),
+            Answer::Fetch(f) => self.fetch_step(who, f),
+        }
+    }
+
+    /// Finds an object at the origin ([`Serving::fetch`]).
+    fn fetch_step(&mut self, who: Ticket, req: FetchRequest) {
+        let (serve, conns) = self.parts();
+        let life = conns.get(who).expect("live connection").life_mut();
+        match serve.fetch(life, req, who) {
+            Fetched::Now(next) => self.after_helper(who, next),
+            Fetched::Later => self.await_helpers(who),
+        }
+    }
+
+    /// Transmits a reply, unless it is the edge's and waits for slices
+    /// ([`Serving::send_or_park`]).
+    fn send_or_park(&mut self, who: Ticket, reply: Reply) {
+        let (serve, conns) = self.parts();
+        let life = conns.get(who).expect("live connection").life_mut();
+        match serve.send_or_park(life, reply, who) {
+            Parking::Ready(r) => self.transmit(who, r),
+            Parking::Parked => self.await_helpers(who),
         }
     }
 
@@ -217,6 +241,7 @@ pub trait Steps: Transport {
         match next {
             Next::Open(req) => self.open_step(who, req),
             Next::Respond(resp) => self.transmit(who, in_memory(resp)),
+            Next::Send(reply) => self.transmit(who, *reply),
             other => unreachable!("a helper's answer gave {other:?}"),
         }
     }

@@ -7,3 +7,6 @@
 pub mod fetch;
 pub mod fetcher;
 pub mod store;
+
+/// What a worker holds of the edge: the helpers, answering by ticket.
+pub type Edge = fetcher::Fetcher<crate::conn::Ticket>;

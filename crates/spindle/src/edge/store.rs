@@ -40,7 +40,7 @@ pub struct Object {
     pub key: String,
     /// This cache's number for the version (names its files).
     pub vid: u64,
-    pub meta: Meta,
+    pub meta: Arc<Meta>,
     words: Box<[AtomicU64]>,
     /// Held while the map file is written.
     map_lock: Mutex<()>,
@@ -56,7 +56,7 @@ impl Object {
         Object {
             key,
             vid,
-            meta,
+            meta: Arc::new(meta),
             words,
             map_lock: Mutex::new(()),
         }

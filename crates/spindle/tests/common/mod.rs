@@ -713,3 +713,71 @@ pub fn start_with_https(
     let port = https_port(&srv);
     (srv, port)
 }
+
+pub const NGINX: &str = "/usr/sbin/nginx";
+
+/// Debian's nginx serving `root` on a port of its own, as an origin
+/// (`/down...` answers 503, `/slow/...` goes at 4 MB/s), stopped on drop.
+pub struct Nginx {
+    child: Child,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// Stops it now (an origin that went down).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Its access log: request URI, `Range`, status; one line each.
+    pub fn log(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        text.lines().map(str::to_string).collect()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn nginx(root: &Path) -> Option<Nginx> {
+    if !Path::new(NGINX).exists() {
+        test_skip::skip_or_fail(format!("{NGINX} is not installed (Debian's nginx)"));
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
+         http {{\n  log_format r '$request_uri $http_range $status';\n  access_log {d}/access.log r;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n\
+         fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
+         include /etc/nginx/mime.types;\n\
+         server {{\n    listen 127.0.0.1:{port};\n    root {r};\n\
+         location /down {{ return 503; }}\n    location /slow/ {{ limit_rate 4m; }}\n  }}\n}}\n",
+        d = dir.path().display(),
+        r = root.display()
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let child = Command::new(NGINX)
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-p")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nginx did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(Nginx { child, port, dir })
+}

@@ -1,0 +1,346 @@
+//! The caching edge's steps (`--origin`, issue 49), written once for
+//! both loops and every protocol.
+//!
+//! A request the session could not serve from the root comes here as a
+//! [`FetchRequest`]. A fresh object in the cache is opened at once; else
+//! the edge's helpers fetch its first slice (which fixes the version and
+//! its length) and the connection waits ([`Waiting::Origin`]). Once the
+//! session has made its response, the slices its body needs are checked:
+//! all stored, it goes; else the response is parked ([`Waiting::Slices`])
+//! while the helpers fetch them, [`SLICES_AHEAD`] at a time, and goes
+//! once they are all there. So a response's head leaves only when every
+//! byte it promises is on disk, of one version: nothing is ever spliced,
+//! and a failure before then is still a clean 5xx.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use spindle_core::edge::slice;
+use spindle_core::edge::EDGE_ROOT;
+use spindle_core::{EdgeFound, FetchRequest, OpenRequest, Response, Step};
+
+use super::life::{Life, Next, Waiting};
+use super::serve::{Reply, Serving};
+use super::table::{Slots, Ticket};
+use crate::edge::fetcher::{Done, Landed, Want};
+use crate::edge::store::Object;
+use crate::jobs::Mailbox;
+
+/// Slices one response asks the helpers for at once; the next ones are
+/// asked for when those have landed.
+pub const SLICES_AHEAD: usize = 8;
+/// Fetches of a first slice per request: one more when the object
+/// changed at the origin under the first.
+pub const MAX_TRIES: u8 = 2;
+/// `errno` EAGAIN: what [`spindle_core::Session::body_failed`] answers
+/// with a 503 and `Retry-After`.
+const EAGAIN: i32 = 11;
+
+/// A worker's side of the edge: the helpers, and its mailbox for them
+/// (on the worker's helpers eventfd).
+pub struct EdgeSide {
+    pub edge: Arc<crate::edge::Edge>,
+    pub mailbox: Arc<Mailbox<Done<Ticket>>>,
+}
+
+/// What a request holds of the edge.
+#[derive(Default)]
+pub enum EdgeHold {
+    #[default]
+    Nothing,
+    /// Its first slice is being fetched; `stale` may answer if the
+    /// origin fails.
+    Fetching {
+        path: Vec<u8>,
+        stale: Option<Arc<Object>>,
+        tries: u8,
+    },
+    /// Found: its cache file is being opened, or its response made.
+    Found { path: Vec<u8>, obj: Arc<Object> },
+    /// Its response waits for `outstanding` slices.
+    Parked {
+        path: Vec<u8>,
+        obj: Arc<Object>,
+        reply: Box<Reply>,
+        outstanding: usize,
+    },
+}
+
+/// A fetch's answer: now, or through the helpers.
+pub enum Fetched {
+    Now(Next),
+    Later,
+}
+
+/// A response, given its slices: it goes, or it waits.
+pub enum Parking {
+    Ready(Reply),
+    Parked,
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The slices the response's body reads (of every part), in order, each
+/// once; none for a response without file bytes.
+fn needed_slices(resp: &Response) -> Vec<u64> {
+    let ranges = resp
+        .file
+        .iter()
+        .chain(resp.parts.iter().filter_map(|p| p.file.as_ref()));
+    let mut out: Vec<u64> = ranges
+        .filter(|(_, len)| *len > 0)
+        .flat_map(|&(off, len)| slice::covering(off..off + len))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The session's open of `obj`'s cache file.
+fn found(life: &mut Life, path: Vec<u8>, obj: Arc<Object>) -> Next {
+    let rel = obj.data_path();
+    let open = OpenRequest {
+        path: CString::new(rel.as_os_str().as_bytes()).expect("hex and dots"),
+        root: EDGE_ROOT,
+    };
+    let meta = obj.meta.clone();
+    life.edge = EdgeHold::Found { path, obj };
+    match life.session.edge_found(EdgeFound { open, meta }) {
+        Step::Open(o) => Next::Open(o),
+        other => unreachable!("edge_found() gave {other:?}"),
+    }
+}
+
+fn failed(serve: &Serving, life: &mut Life, status: u16) -> Next {
+    life.edge = EdgeHold::Nothing;
+    match life.session.edge_failed(&serve.ctx.session_cfg, status) {
+        Step::Respond(r) => Next::Respond(r),
+        other => unreachable!("edge_failed() gave {other:?}"),
+    }
+}
+
+impl Serving {
+    fn edge_side(&self) -> &EdgeSide {
+        self.edge.as_ref().expect("an origin is configured")
+    }
+
+    /// Finds the object the session asked for: in the cache and fresh,
+    /// at once; else its first slice is asked of the helpers.
+    pub fn fetch(&mut self, life: &mut Life, req: FetchRequest, who: Ticket) -> Fetched {
+        let side = self.edge_side();
+        let cached = side.edge.store().get(&req.path);
+        if let Some(obj) = cached.as_ref().filter(|o| o.meta.fresh(now_unix())) {
+            return Fetched::Now(found(life, req.path, obj.clone()));
+        }
+        let want = Want {
+            path: req.path.clone(),
+            index: 0,
+            object: None,
+        };
+        if !side.edge.want(want, &side.mailbox, who) {
+            return Fetched::Now(failed(self, life, 503));
+        }
+        life.edge = EdgeHold::Fetching {
+            path: req.path,
+            stale: cached,
+            tries: 1,
+        };
+        life.await_helper(Waiting::Origin);
+        Fetched::Later
+    }
+
+    /// A response of the edge's goes once every slice its body reads is
+    /// stored; else it waits for them. Any other goes at once.
+    pub fn send_or_park(&mut self, life: &mut Life, reply: Reply, who: Ticket) -> Parking {
+        let EdgeHold::Found { path, obj } = std::mem::take(&mut life.edge) else {
+            return Parking::Ready(reply);
+        };
+        let needed = needed_slices(&reply.resp);
+        if needed.is_empty() {
+            return Parking::Ready(reply);
+        }
+        let parked = EdgeHold::Parked {
+            path,
+            obj,
+            reply: Box::new(reply),
+            outstanding: 0,
+        };
+        match self.ask_slices(life, parked, &needed, who) {
+            Some(reply) => Parking::Ready(reply),
+            None => Parking::Parked,
+        }
+    }
+
+    /// Asks for the next missing slices of a parked response: `Some`, the
+    /// reply to send now (all stored; or a 503 in its place when the
+    /// helpers refused); `None`, it waits (`life.edge` holds it).
+    fn ask_slices(
+        &mut self,
+        life: &mut Life,
+        parked: EdgeHold,
+        needed: &[u64],
+        who: Ticket,
+    ) -> Option<Reply> {
+        let EdgeHold::Parked {
+            path, obj, reply, ..
+        } = parked
+        else {
+            unreachable!("not parked");
+        };
+        let missing: Vec<u64> = needed
+            .iter()
+            .copied()
+            .filter(|&i| !obj.has(i))
+            .take(SLICES_AHEAD)
+            .collect();
+        if missing.is_empty() {
+            return Some(*reply);
+        }
+        let side = self.edge_side();
+        let mut outstanding = 0;
+        for &index in &missing {
+            let want = Want {
+                path: path.clone(),
+                index,
+                object: Some(obj.clone()),
+            };
+            if side.edge.want(want, &side.mailbox, who) {
+                outstanding += 1;
+            }
+        }
+        if outstanding == 0 {
+            return Some(self.in_place_of(life, *reply));
+        }
+        life.edge = EdgeHold::Parked {
+            path,
+            obj,
+            reply,
+            outstanding,
+        };
+        life.await_helper(Waiting::Slices);
+        None
+    }
+
+    /// A 503 with `Retry-After` in place of a parked response none of
+    /// whose bytes went (its file is let go).
+    fn in_place_of(&self, life: &mut Life, _reply: Reply) -> Reply {
+        life.edge = EdgeHold::Nothing;
+        let resp = life.session.body_failed(&self.ctx.session_cfg, EAGAIN);
+        Reply {
+            resp,
+            file: None,
+            first_use: false,
+            dev: None,
+        }
+    }
+
+    /// What the edge's helpers finished: for each request that still
+    /// waits, what to do next.
+    pub fn edge_done<C>(
+        &mut self,
+        slots: &mut Slots<C>,
+        life: impl Fn(&mut C) -> &mut Life,
+    ) -> Vec<(Ticket, Next)> {
+        let Some(side) = &self.edge else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for done in side.mailbox.take() {
+            let who = done.who;
+            let Some(l) = slots.get(who).map(&life) else {
+                continue;
+            };
+            let next = if l.awaits(Waiting::Origin) {
+                self.first_slice(l, done)
+            } else if l.awaits(Waiting::Slices) {
+                self.next_slice(l, done)
+            } else {
+                None
+            };
+            out.extend(next.map(|n| (who, n)));
+        }
+        out
+    }
+
+    /// A request's first slice landed (or did not): what next, or `None`
+    /// while it is fetched again.
+    fn first_slice(&mut self, life: &mut Life, done: Done<Ticket>) -> Option<Next> {
+        let EdgeHold::Fetching { path, stale, tries } = std::mem::take(&mut life.edge) else {
+            unreachable!("waits for the origin without a fetch");
+        };
+        Some(match done.landed {
+            Landed::Stored(obj) => found(life, path, obj),
+            Landed::NotFound => failed(self, life, 404),
+            Landed::Changed if tries < MAX_TRIES => {
+                let side = self.edge_side();
+                let want = Want {
+                    path: path.clone(),
+                    index: 0,
+                    object: None,
+                };
+                if !side.edge.want(want, &side.mailbox, done.who) {
+                    return Some(failed(self, life, 503));
+                }
+                life.edge = EdgeHold::Fetching {
+                    path,
+                    stale,
+                    tries: tries + 1,
+                };
+                life.await_helper(Waiting::Origin);
+                return None;
+            }
+            Landed::Failed(e) => match stale.filter(|o| o.meta.stale_usable(now_unix())) {
+                Some(obj) => found(life, path, obj),
+                None => {
+                    crate::warn!(
+                        "origin: {}: {e}",
+                        String::from_utf8_lossy(&path).escape_debug()
+                    );
+                    failed(self, life, 502)
+                }
+            },
+            Landed::Changed | Landed::Uncacheable => failed(self, life, 502),
+        })
+    }
+
+    /// One of a parked response's slices landed (or did not).
+    fn next_slice(&mut self, life: &mut Life, done: Done<Ticket>) -> Option<Next> {
+        let EdgeHold::Parked {
+            path,
+            obj,
+            reply,
+            outstanding,
+        } = std::mem::take(&mut life.edge)
+        else {
+            unreachable!("parked without a response");
+        };
+        if !matches!(done.landed, Landed::Stored(_)) {
+            if let Landed::Failed(e) = &done.landed {
+                crate::warn!(
+                    "origin: {}: {e}",
+                    String::from_utf8_lossy(&path).escape_debug()
+                );
+            }
+            return Some(Next::Send(Box::new(self.in_place_of(life, *reply))));
+        }
+        let outstanding = outstanding - 1;
+        let needed = needed_slices(&reply.resp);
+        let parked = EdgeHold::Parked {
+            path,
+            obj,
+            reply,
+            outstanding,
+        };
+        if outstanding > 0 {
+            life.edge = parked;
+            return None;
+        }
+        self.ask_slices(life, parked, &needed, done.who)
+            .map(|r| Next::Send(Box::new(r)))
+    }
+}

@@ -1,0 +1,257 @@
+//! spindle as a caching edge (`--origin`) in front of Debian's nginx, end
+//! to end with curl: what is not beneath the root comes from the origin,
+//! byte for byte, with its validators and type, over HTTP/1.1, HTTPS and
+//! HTTP/2 and on every backend; a range fetches only the slices it
+//! touches; a cached object is served while the origin is down, an
+//! uncached one is a 502; a 404 at the origin is a 404; a local file
+//! still wins; bad flags are one error line.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const M: usize = 1 << 20;
+
+fn write(root: &Path, name: &str, data: &[u8]) {
+    let p = root.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, data).unwrap();
+}
+
+struct Got {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Got {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+fn curl(url: &str, args: &[&str]) -> Got {
+    let dir = tempfile::tempdir().unwrap();
+    let head = dir.path().join("head");
+    let body = dir.path().join("body");
+    let out = Command::new("curl")
+        .args(["-sS", "-k", "--max-time", "60", "-D"])
+        .arg(&head)
+        .arg("-o")
+        .arg(&body)
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let head = std::fs::read_to_string(&head).unwrap();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Got {
+        status,
+        head,
+        body: std::fs::read(&body).unwrap_or_default(),
+    }
+}
+
+fn edge_args<'a>(origin: &'a str, cache: &'a str) -> Vec<&'a str> {
+    vec![
+        "--origin",
+        origin,
+        "--cache-dir",
+        cache,
+        "--cache-size",
+        "1G",
+    ]
+}
+
+#[test]
+fn objects_come_from_the_origin_byte_for_byte_on_every_backend() {
+    let origin_root = tempfile::tempdir().unwrap();
+    let big = random_bytes(3 * M as u64 + 4321, 1);
+    write(origin_root.path(), "pool/big.iso", &big);
+    write(origin_root.path(), "index.json", b"{\"a\": 1}\n");
+    let Some(n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    for backend in backends() {
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "local.txt", b"mine\n");
+        write(origin_root.path(), "local.txt", b"the origin's\n");
+        let cache = tempfile::tempdir().unwrap();
+        let cache_s = cache.path().to_str().unwrap();
+        let srv = Server::start(&backend, root.path(), &edge_args(&origin, cache_s));
+        let g = curl(&srv.url("/pool/big.iso"), &[]);
+        assert_eq!(g.status, 200, "{backend}: {}", g.head);
+        assert!(g.body == big, "{backend}: the body is not the origin's");
+        let origin_head = curl(&format!("{origin}/pool/big.iso"), &["-I"]);
+        assert_eq!(g.field("etag"), origin_head.field("etag"), "{backend}");
+        assert_eq!(g.field("last-modified"), origin_head.field("last-modified"));
+        assert_eq!(g.field("content-type"), Some("application/octet-stream"));
+        // Again, from the cache: the same bytes, and a 304 by its tag.
+        let again = curl(&srv.url("/pool/big.iso"), &[]);
+        assert!(again.body == big, "{backend}: cached body");
+        let etag = g.field("etag").unwrap().to_string();
+        let nm = curl(
+            &srv.url("/pool/big.iso"),
+            &["-H", &format!("If-None-Match: {etag}")],
+        );
+        assert_eq!(nm.status, 304, "{backend}");
+        let j = curl(&srv.url("/index.json"), &[]);
+        assert_eq!((j.status, j.body.as_slice()), (200, &b"{\"a\": 1}\n"[..]));
+        assert_eq!(j.field("content-type"), Some("application/json"));
+        assert_eq!(curl(&srv.url("/local.txt"), &[]).body, b"mine\n");
+        assert_eq!(curl(&srv.url("/nope"), &[]).status, 404, "{backend}");
+    }
+}
+
+#[test]
+fn a_range_fetches_only_its_slices() {
+    let origin_root = tempfile::tempdir().unwrap();
+    let video = random_bytes(20 * M as u64, 2);
+    write(origin_root.path(), "v.mp4", &video);
+    let Some(n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let srv = Server::start(
+        "io-uring",
+        root.path(),
+        &edge_args(&origin, cache.path().to_str().unwrap()),
+    );
+    // A seek 15.5 MiB in: slice 0 (the version) and slice 15, no more.
+    let at = 15 * M + M / 2;
+    let g = curl(&srv.url("/v.mp4"), &["-r", &format!("{at}-{}", at + 99)]);
+    assert_eq!(g.status, 206, "{}", g.head);
+    assert_eq!(g.body, video[at..at + 100]);
+    assert_eq!(
+        g.field("content-range"),
+        Some(format!("bytes {at}-{}/{}", at + 99, video.len()).as_str())
+    );
+    let log = n.log();
+    assert_eq!(log.len(), 2, "{log:#?}");
+    // Several ranges across slices: a multipart of the right bytes.
+    let g = curl(&srv.url("/v.mp4"), &["-r", "10-19,5242880-5242889"]);
+    assert_eq!(g.status, 206);
+    let text = String::from_utf8_lossy(&g.body);
+    assert!(
+        text.contains("Content-Range: bytes 5242880-5242889/20971520"),
+        "{text}"
+    );
+    assert_eq!(n.log().len(), 3, "slice 5 only: {:#?}", n.log());
+}
+
+#[test]
+fn the_origin_down_serves_what_is_cached_and_502s_the_rest() {
+    let origin_root = tempfile::tempdir().unwrap();
+    write(origin_root.path(), "a.deb", &random_bytes(100_000, 3));
+    write(origin_root.path(), "b.deb", b"never fetched");
+    let Some(mut n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let cache_s = cache.path().to_str().unwrap();
+    let mut args = edge_args(&origin, cache_s);
+    args.extend(["--origin-ttl", "600"]);
+    let srv = Server::start("io-uring", root.path(), &args);
+    assert_eq!(curl(&srv.url("/a.deb"), &[]).status, 200);
+    n.stop();
+    let g = curl(&srv.url("/a.deb"), &[]);
+    assert_eq!(g.status, 200, "fresh in the cache");
+    assert_eq!(g.body.len(), 100_000);
+    assert_eq!(curl(&srv.url("/b.deb"), &[]).status, 502);
+    assert!(srv.stderr().contains("origin: /b.deb"), "{}", srv.stderr());
+}
+
+#[test]
+fn over_https_and_http2_the_same_bytes() {
+    let origin_root = tempfile::tempdir().unwrap();
+    let big = random_bytes(2 * M as u64 + 17, 4);
+    write(origin_root.path(), "f.bin", &big);
+    let Some(n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    for backend in backends_with(Cap::Http2) {
+        let root = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let (_srv, port) = start_with_https(
+            &backend,
+            root.path(),
+            None,
+            &edge_args(&origin, cache.path().to_str().unwrap()),
+        );
+        let url = format!("https://127.0.0.1:{port}/f.bin");
+        for proto in ["--http1.1", "--http2"] {
+            let g = curl(&url, &[proto]);
+            assert_eq!(g.status, 200, "{backend} {proto}: {}", g.head);
+            assert!(g.body == big, "{backend} {proto}: body");
+            let r = curl(&url, &[proto, "-r", "2097150-2097160"]);
+            assert_eq!(r.body, big[2_097_150..2_097_161], "{backend} {proto}");
+        }
+    }
+}
+
+#[test]
+fn edge_flags_are_checked_with_one_line() {
+    startup_error(
+        &["--origin", "ftp://x/"],
+        "origin \"ftp://x/\": the scheme must be http or https",
+    );
+    startup_error(
+        &["--origin", "http://127.0.0.1:9"],
+        "origin: give --cache-dir and --cache-size with it",
+    );
+    startup_error(
+        &["--cache-dir", "/tmp"],
+        "cache-dir and cache-size are the edge's: give --origin too",
+    );
+    let base = ["--origin", "http://127.0.0.1:9", "--cache-dir", "/tmp/x"];
+    for (more, needle) in [
+        (
+            &["--cache-size", "10"][..],
+            "cache-size: at least one slice",
+        ),
+        (
+            &[
+                "--cache-size",
+                "1G",
+                "--origin-s3-credentials",
+                "/nonexistent",
+            ][..],
+            "origin-s3-credentials: give --origin-s3-region too",
+        ),
+        (
+            &[
+                "--cache-size",
+                "1G",
+                "--origin-s3-region",
+                "garage",
+                "--origin-s3-credentials",
+                "/nonexistent",
+            ][..],
+            "origin-s3-credentials: /nonexistent: No such file",
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(more).copied().collect();
+        startup_error(&args, needle);
+    }
+}
