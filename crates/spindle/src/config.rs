@@ -533,12 +533,7 @@ impl Config {
         let backend_choice = cli.backend.or(file.backend);
         // In the order their errors were checked in before (the first
         // one is the one reported).
-        let user = match cli.user.take().or(file.user.take()) {
-            Some(u) if u.is_empty() || u.contains('\0') => {
-                return Err("user: give a user name".into())
-            }
-            u => u,
-        };
+        let user = user(cli.user.take().or(file.user.take()))?;
         let timeouts = Timeouts::merge(&cli, &file)?;
         let responses = Responses::merge(&mut cli, &mut file)?;
         let compress = compress::merge(&mut cli, &mut file)?;
@@ -702,6 +697,14 @@ impl Config {
             ),
             ..Default::default()
         }
+    }
+}
+
+/// `--user`: a name, if given.
+fn user(u: Option<String>) -> Result<Option<String>, String> {
+    match u {
+        Some(u) if u.is_empty() || u.contains('\0') => Err("user: give a user name".into()),
+        u => Ok(u),
     }
 }
 

@@ -255,3 +255,194 @@ fn edge_flags_are_checked_with_one_line() {
         startup_error(&args, needle);
     }
 }
+
+/// Garage (`cargo install garage`; .ci/run builds it into
+/// /var/tmp/garage), one node on loopback, with a bucket and a key.
+struct Garage {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+    s3_port: u16,
+    key: String,
+    secret: String,
+}
+
+impl Drop for Garage {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn garage_bin() -> Option<std::path::PathBuf> {
+    let installed = std::path::PathBuf::from("/var/tmp/garage/bin/garage");
+    if installed.exists() {
+        return Some(installed);
+    }
+    let on_path = Command::new("garage").arg("--version").output();
+    on_path
+        .is_ok_and(|o| o.status.success())
+        .then(|| "garage".into())
+}
+
+impl Garage {
+    fn start() -> Option<Garage> {
+        let Some(bin) = garage_bin() else {
+            test_skip::skip_or_fail("garage is not installed (cargo install garage)");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (rpc, s3_port, admin) = (free_port(), free_port(), free_port());
+        let d = dir.path().display();
+        let secret: String = random_bytes(32, u64::from(rpc))
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let conf = format!(
+            "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\n\
+             replication_factor = 1\nrpc_bind_addr = \"127.0.0.1:{rpc}\"\n\
+             rpc_public_addr = \"127.0.0.1:{rpc}\"\nrpc_secret = \"{secret}\"\n\
+             [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3_port}\"\n\
+             root_domain = \".s3.garage\"\n[admin]\napi_bind_addr = \"127.0.0.1:{admin}\"\n"
+        );
+        let conf_path = dir.path().join("garage.toml");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(&bin)
+            .arg("-c")
+            .arg(&conf_path)
+            .arg("server")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let cli = |args: &[&str]| -> String {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let out = Command::new(&bin)
+                    .arg("-c")
+                    .arg(&conf_path)
+                    .args(args)
+                    .output()
+                    .unwrap();
+                if out.status.success() {
+                    return String::from_utf8_lossy(&out.stdout).into_owned();
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "garage {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        };
+        let status = cli(&["status"]);
+        let id = status
+            .lines()
+            .find(|l| l.contains(&format!("127.0.0.1:{rpc}")))
+            .and_then(|l| l.split_whitespace().next())
+            .expect("node id")
+            .to_string();
+        cli(&["layout", "assign", "-z", "dc1", "-c", "1G", &id]);
+        cli(&["layout", "apply", "--version", "1"]);
+        cli(&["bucket", "create", "edge"]);
+        let k = cli(&["key", "create", "edge-key"]);
+        let field = |name: &str| {
+            k.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_else(|| panic!("no {name} in {k}"))
+        };
+        let (key, secret) = (field("Key ID:"), field("Secret key:"));
+        cli(&[
+            "bucket", "allow", "--read", "--write", "edge", "--key", "edge-key",
+        ]);
+        Some(Garage {
+            child,
+            dir,
+            s3_port,
+            key,
+            secret,
+        })
+    }
+
+    /// Puts `data` at `key` in the bucket, signed as curl signs.
+    fn put(&self, key: &str, data: &[u8]) {
+        let f = self.dir.path().join("upload");
+        std::fs::write(&f, data).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let out = Command::new("curl")
+                .args([
+                    "-sS",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--aws-sigv4",
+                ])
+                .arg("aws:amz:garage:s3")
+                .arg("--user")
+                .arg(format!("{}:{}", self.key, self.secret))
+                .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T"])
+                .arg(&f)
+                .arg(format!("http://127.0.0.1:{}/edge/{key}", self.s3_port))
+                .output()
+                .unwrap();
+            if String::from_utf8_lossy(&out.stdout) == "200" {
+                return;
+            }
+            // The layout takes a moment to apply.
+            assert!(std::time::Instant::now() < deadline, "put {key}: {out:?}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    fn credentials(&self, secret: &str) -> std::path::PathBuf {
+        let p = self.dir.path().join(format!("creds-{}", secret.len()));
+        std::fs::write(
+            &p,
+            format!(
+                "[default]\naws_access_key_id = {}\naws_secret_access_key = {secret}\n",
+                self.key
+            ),
+        )
+        .unwrap();
+        p
+    }
+}
+
+#[test]
+fn an_s3_bucket_on_garage_is_an_origin_with_sigv4() {
+    let Some(g) = Garage::start() else { return };
+    let obj = random_bytes(3 * M as u64 + 99, 5);
+    g.put("dir/obj%20one.bin", &obj);
+    let bucket = format!("http://127.0.0.1:{}/edge", g.s3_port);
+    // Unsigned, the bucket refuses: the signature is what lets us in.
+    let unsigned = curl(&format!("{bucket}/dir/obj%20one.bin"), &[]);
+    assert_eq!(unsigned.status, 403);
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let creds = g.credentials(&g.secret);
+    let mut args = edge_args(&bucket, cache.path().to_str().unwrap());
+    args.extend(["--origin-s3-region", "garage", "--origin-s3-credentials"]);
+    args.push(creds.to_str().unwrap());
+    let srv = Server::start("io-uring", root.path(), &args);
+    let got = curl(&srv.url("/dir/obj%20one.bin"), &[]);
+    assert_eq!(got.status, 200, "{}", got.head);
+    assert!(got.body == obj, "the body is not the object");
+    let r = curl(&srv.url("/dir/obj%20one.bin"), &["-r", "2000000-2000009"]);
+    assert_eq!(r.body, obj[2_000_000..2_000_010]);
+    assert_eq!(curl(&srv.url("/dir/missing"), &[]).status, 404);
+    // A wrong secret: the bucket refuses, the client gets a 502, and the
+    // log says why without the secret.
+    let wrong = "0".repeat(g.secret.len() + 1);
+    let bad = g.credentials(&wrong);
+    let cache2 = tempfile::tempdir().unwrap();
+    let mut args = edge_args(&bucket, cache2.path().to_str().unwrap());
+    args.extend(["--origin-s3-region", "garage", "--origin-s3-credentials"]);
+    args.push(bad.to_str().unwrap());
+    let srv2 = Server::start("io-uring", root.path(), &args);
+    assert_eq!(curl(&srv2.url("/dir/obj%20one.bin"), &[]).status, 502);
+    let log = srv2.stderr();
+    assert!(log.contains("origin answered 403"), "{log}");
+    assert!(!log.contains(&wrong), "the secret is in the log");
+}
