@@ -298,7 +298,6 @@ static RUNNING: std::sync::OnceLock<Arc<Compressor>> = std::sync::OnceLock::new(
 /// compression is off).
 /// `hits` and `misses` are the workers' counts (`WorkerMetrics`).
 pub fn metrics_text(hits: u64, misses: u64) -> String {
-    use std::fmt::Write as _;
     let Some(z) = RUNNING.get() else {
         return String::new();
     };
@@ -306,10 +305,7 @@ pub fn metrics_text(hits: u64, misses: u64) -> String {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let mut o = String::new();
     let mut fam = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (labels, v) in samples {
-            let _ = writeln!(o, "{name}{labels} {v}");
-        }
+        crate::metrics::family_text(&mut o, name, kind, help, samples)
     };
     fam(
         "spindle_compress_lookups_total",

@@ -347,6 +347,7 @@ impl Registry {
             self.sum(|w| w.compress_hits.get()),
             self.sum(|w| w.compress_misses.get()),
         ));
+        o.0.push_str(&crate::edge::metrics_text());
         o.0
     }
 
@@ -441,6 +442,17 @@ impl Registry {
             "spindle_disk_read_duration_seconds_bucket{{le=\"+Inf\"}} {cum}\nspindle_disk_read_duration_seconds_sum {}\nspindle_disk_read_duration_seconds_count {cum}",
             sum_ns as f64 / 1e9
         ));
+    }
+}
+
+/// One family in Prometheus' text format, its samples labelled as given
+/// (`""`, or `{name="value"}`): for the helpers' own metrics (compression,
+/// the edge).
+pub fn family_text(o: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, u64)]) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(o, "{name}{labels} {v}");
     }
 }
 

@@ -294,6 +294,7 @@ fn start_edge(cfg: &Config) -> Result<Option<Arc<crate::edge::Edge>>, String> {
         policy,
         crate::edge::fetcher::DEFAULT_THREADS,
     )?;
+    crate::edge::publish(&fetcher);
     Ok(Some(fetcher))
 }
 

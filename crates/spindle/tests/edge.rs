@@ -116,6 +116,11 @@ fn objects_come_from_the_origin_byte_for_byte_on_every_backend() {
         assert_eq!(j.field("content-type"), Some("application/json"));
         assert_eq!(curl(&srv.url("/local.txt"), &[]).body, b"mine\n");
         assert_eq!(curl(&srv.url("/nope"), &[]).status, 404, "{backend}");
+        // Remembered a while: the origin is not asked again.
+        let asked = n.log().iter().filter(|l| l.contains(" /nope ")).count();
+        assert_eq!(curl(&srv.url("/nope"), &[]).status, 404, "{backend}");
+        let again = n.log().iter().filter(|l| l.contains(" /nope ")).count();
+        assert_eq!(asked, again, "{backend}: a 404 asked again");
     }
 }
 
@@ -422,13 +427,27 @@ fn an_s3_bucket_on_garage_is_an_origin_with_sigv4() {
     let root = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let creds = g.credentials(&g.secret);
+    let metrics = format!("127.0.0.1:{}", free_port());
     let mut args = edge_args(&bucket, cache.path().to_str().unwrap());
     args.extend(["--origin-s3-region", "garage", "--origin-s3-credentials"]);
     args.push(creds.to_str().unwrap());
+    args.extend(["--origin-ttl", "1", "--metrics", &metrics]);
     let srv = Server::start("io-uring", root.path(), &args);
     let got = curl(&srv.url("/dir/obj%20one.bin"), &[]);
     assert_eq!(got.status, 200, "{}", got.head);
     assert!(got.body == obj, "the body is not the object");
+    // Stale: a signed HEAD with If-None-Match, a 304, nothing fetched.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(curl(&srv.url("/dir/obj%20one.bin"), &[]).body == obj);
+    let m = curl(&format!("http://{metrics}/metrics"), &[]);
+    let text = String::from_utf8_lossy(&m.body);
+    for line in [
+        "spindle_edge_lookups_total{result=\"revalidated\"} 1",
+        "spindle_edge_origin_requests_total 4",
+        "spindle_edge_errors_total{kind=\"origin\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
     let r = curl(&srv.url("/dir/obj%20one.bin"), &["-r", "2000000-2000009"]);
     assert_eq!(r.body, obj[2_000_000..2_000_010]);
     assert_eq!(curl(&srv.url("/dir/missing"), &[]).status, 404);
@@ -445,4 +464,68 @@ fn an_s3_bucket_on_garage_is_an_origin_with_sigv4() {
     let log = srv2.stderr();
     assert!(log.contains("origin answered 403"), "{log}");
     assert!(!log.contains(&wrong), "the secret is in the log");
+}
+
+#[test]
+fn a_stale_object_is_revalidated_not_fetched_again() {
+    let origin_root = tempfile::tempdir().unwrap();
+    let first = random_bytes(3 * M as u64, 6);
+    write(origin_root.path(), "Packages", &first);
+    let Some(n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut args = edge_args(&origin, cache.path().to_str().unwrap());
+    args.extend(["--origin-ttl", "1", "--metrics", &metrics]);
+    let srv = Server::start("io-uring", root.path(), &args);
+    let url = srv.url("/Packages");
+    let a = curl(&url, &[]);
+    assert!(a.body == first);
+    let gets = |log: &[String]| log.iter().filter(|l| l.starts_with("GET ")).count();
+    assert_eq!(gets(&n.log()), 3, "{:#?}", n.log());
+    // Stale after a second: the origin is asked (304), nothing fetched.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let b = curl(&url, &[]);
+    assert!(b.body == first);
+    let log = n.log();
+    assert_eq!(gets(&log), 3, "{log:#?}");
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("HEAD /Packages") && l.ends_with(" 304")),
+        "{log:#?}"
+    );
+    // Replaced at the origin (another second): the new version, whole.
+    let second = random_bytes(2 * M as u64 + 5, 7);
+    write(origin_root.path(), "Packages", &second);
+    let f = std::fs::File::options()
+        .write(true)
+        .open(origin_root.path().join("Packages"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+        .unwrap();
+    drop(f);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let c = curl(&url, &[]);
+    assert!(c.body == second, "the new version");
+    assert_ne!(c.field("etag"), a.field("etag"));
+    assert_eq!(gets(&n.log()), 3 + 3, "{:#?}", n.log());
+    // Fresh now: a hit. The metrics say all of it.
+    assert!(curl(&url, &[]).body == second);
+    let m = curl(&format!("http://{metrics}/metrics"), &[]);
+    let text = String::from_utf8_lossy(&m.body);
+    for line in [
+        "spindle_edge_lookups_total{result=\"hit\"} 1",
+        "spindle_edge_lookups_total{result=\"revalidated\"} 2",
+        "spindle_edge_lookups_total{result=\"miss\"} 1",
+        "spindle_edge_origin_requests_total 6",
+        &format!(
+            "spindle_edge_origin_bytes_total {}",
+            first.len() + second.len()
+        ),
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
 }

@@ -207,11 +207,7 @@ fn two_hundred_wants_of_one_slice_are_one_origin_request() {
             let (f, mb) = (f.clone(), mb.clone());
             std::thread::spawn(move || {
                 for i in 0..25 {
-                    let w = Want {
-                        path: b"/slow/big.iso".to_vec(),
-                        index: 0,
-                        object: None,
-                    };
+                    let w = Want::first(b"/slow/big.iso");
                     assert!(f.want(w, &mb, t * 25 + i));
                 }
             })
@@ -234,11 +230,7 @@ fn two_hundred_wants_of_one_slice_are_one_origin_request() {
     let slices = slice::count(big.len() as u64);
     for i in 1..slices {
         for who in 0..40 {
-            let w = Want {
-                path: b"/slow/big.iso".to_vec(),
-                index: i,
-                object: Some(obj.clone()),
-            };
+            let w = Want::slice(b"/slow/big.iso", i, &obj);
             assert!(f.want(w, &mb, who));
         }
     }

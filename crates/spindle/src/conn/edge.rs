@@ -14,6 +14,7 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use spindle_core::edge::slice;
@@ -133,14 +134,21 @@ impl Serving {
     /// at once; else its first slice is asked of the helpers.
     pub fn fetch(&mut self, life: &mut Life, req: FetchRequest, who: Ticket) -> Fetched {
         let side = self.edge_side();
-        let cached = side.edge.store().get(&req.path);
-        if let Some(obj) = cached.as_ref().filter(|o| o.meta.fresh(now_unix())) {
-            return Fetched::Now(found(life, req.path, obj.clone()));
+        if side.edge.known_missing(&req.path) {
+            return Fetched::Now(failed(self, life, 404));
         }
-        let want = Want {
-            path: req.path.clone(),
-            index: 0,
-            object: None,
+        let cached = side.edge.store().get(&req.path);
+        let counters = side.edge.counters();
+        let want = match &cached {
+            Some(obj) if obj.fresh(now_unix()) => {
+                counters.hits.fetch_add(1, Ordering::Relaxed);
+                return Fetched::Now(found(life, req.path, obj.clone()));
+            }
+            Some(stale) => Want::revalidation(&req.path, stale),
+            None => {
+                counters.misses.fetch_add(1, Ordering::Relaxed);
+                Want::first(&req.path)
+            }
         };
         if !side.edge.want(want, &side.mailbox, who) {
             return Fetched::Now(failed(self, life, 503));
@@ -204,12 +212,10 @@ impl Serving {
         let side = self.edge_side();
         let mut outstanding = 0;
         for &index in &missing {
-            let want = Want {
-                path: path.clone(),
-                index,
-                object: Some(obj.clone()),
-            };
-            if side.edge.want(want, &side.mailbox, who) {
+            if side
+                .edge
+                .want(Want::slice(&path, index, &obj), &side.mailbox, who)
+            {
                 outstanding += 1;
             }
         }
@@ -278,12 +284,7 @@ impl Serving {
             Landed::NotFound => failed(self, life, 404),
             Landed::Changed if tries < MAX_TRIES => {
                 let side = self.edge_side();
-                let want = Want {
-                    path: path.clone(),
-                    index: 0,
-                    object: None,
-                };
-                if !side.edge.want(want, &side.mailbox, done.who) {
+                if !side.edge.want(Want::first(&path), &side.mailbox, done.who) {
                     return Some(failed(self, life, 503));
                 }
                 life.edge = EdgeHold::Fetching {
@@ -294,7 +295,7 @@ impl Serving {
                 life.await_helper(Waiting::Origin);
                 return None;
             }
-            Landed::Failed(e) => match stale.filter(|o| o.meta.stale_usable(now_unix())) {
+            Landed::Failed(e) => match stale.filter(|o| o.stale_usable(now_unix())) {
                 Some(obj) => found(life, path, obj),
                 None => {
                     crate::warn!(

@@ -101,6 +101,17 @@ pub enum Answer {
     Changed,
 }
 
+/// What an origin said of a stored version, asked if it still holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revalidated {
+    /// 304, or the same validators: the stored version is current.
+    Same,
+    /// Another version now.
+    Changed,
+    /// 404 or 410.
+    NotFound,
+}
+
 /// Why no origin answered usefully.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchError {
@@ -186,9 +197,13 @@ impl Origin {
             Some(v) => slice::range_field(index, v.length),
             None => format!("bytes=0-{}", SLICE_SIZE - 1),
         };
+        let mut fields = vec![("range", range.as_str())];
+        if let Some(p) = pinned.and_then(Version::precondition) {
+            fields.push(p);
+        }
         let mut last = FetchError::Unreachable("no origin tried".into());
         for url in &self.urls {
-            match self.ask(url, path, &range, pinned, now) {
+            match self.ask(url, "GET", path, &fields, now) {
                 Ok(resp) => match read(resp, index, pinned) {
                     Err(FetchError::Status(s)) if s >= 500 => last = FetchError::Status(s),
                     done => return done,
@@ -199,27 +214,84 @@ impl Origin {
         Err(last)
     }
 
+    /// Whether the origin still has `version` of `path`: a HEAD with
+    /// `If-None-Match` (or `If-Modified-Since`), origins tried in order
+    /// as for [`Origin::slice`].
+    pub fn revalidate(
+        &self,
+        path: &[u8],
+        version: &Version,
+        now: i64,
+    ) -> Result<Revalidated, FetchError> {
+        let cond = match (&version.etag, &version.last_modified) {
+            (Some(e), _) => Some(("if-none-match", e.as_str())),
+            (None, Some(lm)) => Some(("if-modified-since", lm.as_str())),
+            (None, None) => None,
+        };
+        let fields: Vec<(&str, &str)> = cond.into_iter().collect();
+        let mut last = FetchError::Unreachable("no origin tried".into());
+        for url in &self.urls {
+            let resp = match self.ask(url, "HEAD", path, &fields, now) {
+                Ok(r) => r,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            let field = |n: &str| {
+                resp.headers()
+                    .get(n)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            return Ok(match resp.status().as_u16() {
+                304 => Revalidated::Same,
+                404 | 410 => Revalidated::NotFound,
+                200 => {
+                    let now_version = Version {
+                        length: field("content-length")
+                            .and_then(|l| l.parse().ok())
+                            .unwrap_or(u64::MAX),
+                        etag: field("etag"),
+                        last_modified: field("last-modified"),
+                    };
+                    if version.same(&now_version) {
+                        Revalidated::Same
+                    } else {
+                        Revalidated::Changed
+                    }
+                }
+                s if s >= 500 => {
+                    last = FetchError::Status(s);
+                    continue;
+                }
+                s => return Err(FetchError::Status(s)),
+            });
+        }
+        Err(last)
+    }
+
     fn ask(
         &self,
         url: &OriginUrl,
+        method: &str,
         path: &[u8],
-        range: &str,
-        pinned: Option<&Version>,
+        fields: &[(&str, &str)],
         now: i64,
     ) -> Result<ureq::http::Response<ureq::Body>, FetchError> {
         let mut full = url.prefix.as_bytes().to_vec();
         full.extend_from_slice(path);
         let target = format!("{}{}", url.base, sigv4::encode_path(&full));
-        let mut fields = vec![("range", range)];
-        if let Some(p) = pinned.and_then(Version::precondition) {
-            fields.push(p);
+        let mut req = match method {
+            "HEAD" => self.agent.head(&target),
+            _ => self.agent.get(&target),
         }
-        let mut req = self.agent.get(&target).header("host", &url.host);
-        for (n, v) in &fields {
+        .header("host", &url.host);
+        for (n, v) in fields {
             req = req.header(*n, *v);
         }
         if let Some(s) = &self.signer {
-            for (n, v) in s.sign("GET", &url.host, &full, &fields, now) {
+            for (n, v) in s.sign(method, &url.host, &full, fields, now) {
                 req = req.header(n, v);
             }
         }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use spindle_core::edge::meta::{Freshness, Meta};
 
-use super::fetch::{Answer, Origin, Slice};
+use super::fetch::{Answer, Origin, Revalidated, Slice};
 use super::store::{Object, Store};
 use crate::jobs::{JobQueue, Mailbox};
 
@@ -24,6 +24,14 @@ pub const MAX_WAITERS: usize = 4096;
 /// Helper threads by default: each holds one origin request at a time,
 /// so this is the edge's parallelism towards its origin.
 pub const DEFAULT_THREADS: usize = 8;
+/// Seconds an origin's 404 is remembered (nginx's `proxy_cache_valid
+/// 404` is often set to a minute; Traffic Server's negative caching
+/// defaults to 30 s): long enough that a flood of requests for a missing
+/// name costs the origin one a while, short enough that a file put
+/// there is soon seen.
+pub const NOT_FOUND_TTL: i64 = 10;
+/// Paths remembered as missing, at most; past it the list starts over.
+pub const MAX_NOT_FOUND: usize = 65_536;
 
 /// How the origin's answers turn into freshness (seconds).
 #[derive(Debug, Clone, Copy)]
@@ -37,12 +45,58 @@ pub struct Policy {
 }
 
 /// One slice a request needs: of the version `object` (None: slice 0 of
-/// whatever version the origin has, for an object not stored yet).
+/// whatever version the origin has, for an object not stored yet). With
+/// `revalidate`, `object` is a stale copy: the origin is asked whether it
+/// still holds (a HEAD), and only if not is slice 0 of its new version
+/// fetched.
 #[derive(Debug, Clone)]
 pub struct Want {
     pub path: Vec<u8>,
     pub index: u64,
     pub object: Option<Arc<Object>>,
+    pub revalidate: bool,
+}
+
+impl Want {
+    /// Slice `index` of `object`.
+    pub fn slice(path: &[u8], index: u64, object: &Arc<Object>) -> Want {
+        Want {
+            path: path.to_vec(),
+            index,
+            object: Some(object.clone()),
+            revalidate: false,
+        }
+    }
+
+    /// The first slice of whatever version the origin has.
+    pub fn first(path: &[u8]) -> Want {
+        Want {
+            path: path.to_vec(),
+            index: 0,
+            object: None,
+            revalidate: false,
+        }
+    }
+
+    /// Whether the stale `object` still holds, else the first slice of
+    /// the origin's version.
+    pub fn revalidation(path: &[u8], object: &Arc<Object>) -> Want {
+        Want {
+            path: path.to_vec(),
+            index: 0,
+            object: Some(object.clone()),
+            revalidate: true,
+        }
+    }
+
+    fn id(&self) -> SliceId {
+        SliceId {
+            path: self.path.clone(),
+            vid: self.object.as_ref().map_or(0, |o| o.vid),
+            index: self.index,
+            revalidate: self.revalidate,
+        }
+    }
 }
 
 /// What became of a wanted slice.
@@ -72,7 +126,12 @@ pub struct Done<W> {
 /// What the fetcher has done, for the metrics.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Requests for an object found fresh (counted by the workers).
+    pub hits: AtomicU64,
+    /// Requests for an object not cached at all.
+    pub misses: AtomicU64,
     pub fetches: AtomicU64,
+    pub revalidations: AtomicU64,
     pub coalesced: AtomicU64,
     pub origin_bytes: AtomicU64,
     pub origin_errors: AtomicU64,
@@ -86,6 +145,7 @@ struct SliceId {
     /// 0: the origin's current version (a `Want` without an object).
     vid: u64,
     index: u64,
+    revalidate: bool,
 }
 
 type Waiters<W> = Vec<(Arc<Mailbox<Done<W>>>, W)>;
@@ -96,6 +156,8 @@ struct Shared<W> {
     policy: Policy,
     queue: JobQueue<Want>,
     waiting: Mutex<HashMap<SliceId, Waiters<W>>>,
+    /// Paths the origin answered 404 for, and until when that holds.
+    not_found: Mutex<HashMap<Vec<u8>, i64>>,
     counters: Counters,
 }
 
@@ -118,6 +180,7 @@ impl<W: Send + 'static> Fetcher<W> {
             policy,
             queue: JobQueue::new(MAX_QUEUED),
             waiting: Mutex::new(HashMap::new()),
+            not_found: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         });
         for i in 0..threads.max(1) {
@@ -138,16 +201,20 @@ impl<W: Send + 'static> Fetcher<W> {
         &self.shared.store
     }
 
+    /// Whether the origin answered 404 for `path` in the last
+    /// [`NOT_FOUND_TTL`] seconds.
+    pub fn known_missing(&self, path: &[u8]) -> bool {
+        lock(&self.shared.not_found)
+            .get(path)
+            .is_some_and(|&until| now() < until)
+    }
+
     /// Asks for a slice; its [`Done`] goes to `mailbox` for `who`. A slice
     /// already being fetched is waited for, not fetched again. `false`:
     /// refused (the queue or the slice's waiters are full).
     pub fn want(&self, want: Want, mailbox: &Arc<Mailbox<Done<W>>>, who: W) -> bool {
         let s = &self.shared;
-        let id = SliceId {
-            path: want.path.clone(),
-            vid: want.object.as_ref().map_or(0, |o| o.vid),
-            index: want.index,
-        };
+        let id = want.id();
         let mut waiting = lock(&s.waiting);
         if let Some(w) = waiting.get_mut(&id) {
             if w.len() >= MAX_WAITERS {
@@ -182,12 +249,15 @@ fn now() -> i64 {
 fn helper<W>(s: &Shared<W>) {
     loop {
         let want = s.queue.pop();
-        let id = SliceId {
-            path: want.path.clone(),
-            vid: want.object.as_ref().map_or(0, |o| o.vid),
-            index: want.index,
-        };
+        let id = want.id();
         let landed = fetch(s, &want);
+        if matches!(landed, Landed::NotFound) {
+            let mut nf = lock(&s.not_found);
+            if nf.len() >= MAX_NOT_FOUND {
+                nf.clear();
+            }
+            nf.insert(want.path.clone(), now() + NOT_FOUND_TTL);
+        }
         let waiters = lock(&s.waiting).remove(&id).unwrap_or_default();
         for (mailbox, who) in waiters {
             mailbox.post(Done {
@@ -199,12 +269,36 @@ fn helper<W>(s: &Shared<W>) {
     }
 }
 
-/// Fetches and stores one slice.
+/// Fetches and stores one slice (after a revalidation, if asked: a stale
+/// copy that still holds is fresh again, and nothing is fetched).
 fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
     let c = &s.counters;
+    let t = now();
+    let mut want = want.clone();
+    if want.revalidate {
+        let stale = want.object.take().expect("a revalidation of a copy");
+        c.revalidations.fetch_add(1, Ordering::Relaxed);
+        match s.origin.revalidate(&want.path, &stale.meta.version, t) {
+            Ok(Revalidated::Same) => {
+                return match s.store.refresh(&stale, t) {
+                    Ok(()) => Landed::Stored(stale),
+                    Err(e) => stored_failed(c, e),
+                };
+            }
+            Ok(Revalidated::NotFound) => {
+                s.store.forget(&want.path);
+                return Landed::NotFound;
+            }
+            Ok(Revalidated::Changed) => {}
+            Err(e) => {
+                c.origin_errors.fetch_add(1, Ordering::Relaxed);
+                return Landed::Failed(e.to_string());
+            }
+        }
+    }
+    let want = &want;
     c.fetches.fetch_add(1, Ordering::Relaxed);
     let pinned = want.object.as_ref().map(|o| &o.meta.version);
-    let t = now();
     let slice = match s.origin.slice(&want.path, want.index, pinned, t) {
         Ok(Answer::Slice(sl)) => sl,
         Ok(Answer::NotFound) => return Landed::NotFound,

@@ -27,7 +27,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use spindle_core::edge::meta::Meta;
@@ -41,6 +41,9 @@ pub struct Object {
     /// This cache's number for the version (names its files).
     pub vid: u64,
     pub meta: Arc<Meta>,
+    /// When it was fetched or last revalidated (Unix seconds): `meta`'s
+    /// time, moved on by [`Store::refresh`].
+    fetched: AtomicI64,
     words: Box<[AtomicU64]>,
     /// Held while the map file is written.
     map_lock: Mutex<()>,
@@ -56,6 +59,7 @@ impl Object {
         Object {
             key,
             vid,
+            fetched: AtomicI64::new(meta.fetched),
             meta: Arc::new(meta),
             words,
             map_lock: Mutex::new(()),
@@ -64,6 +68,24 @@ impl Object {
 
     pub fn length(&self) -> u64 {
         self.meta.version.length
+    }
+
+    /// Whether it may be served at Unix time `now` without asking the
+    /// origin.
+    pub fn fresh(&self, now: i64) -> bool {
+        self.as_of().fresh(now)
+    }
+
+    /// Whether it may be served at `now` because the origin failed.
+    pub fn stale_usable(&self, now: i64) -> bool {
+        self.as_of().stale_usable(now)
+    }
+
+    /// Its freshness as of its last fetch or revalidation.
+    fn as_of(&self) -> Meta {
+        let mut m = (*self.meta).clone();
+        m.fetched = self.fetched.load(Ordering::Relaxed);
+        m
     }
 
     /// Whether slice `index` is on disk.
@@ -304,6 +326,26 @@ impl Store {
             self.unlink(&o);
         }
         saved
+    }
+
+    /// The origin said `obj` is still its version (a 304): fresh again
+    /// from `now`, and so recorded.
+    pub fn refresh(&self, obj: &Object, now: i64) -> std::io::Result<()> {
+        obj.fetched.store(now, Ordering::Relaxed);
+        if !self.current(obj) {
+            return Ok(());
+        }
+        let _one_writer = obj.map_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let text = obj.as_of().to_text();
+        self.write_atomically(&file_path(&obj.key, obj.vid, 'm'), text.as_bytes())
+    }
+
+    /// Drops `path`'s object (the origin no longer has it).
+    pub fn forget(&self, path: &[u8]) {
+        let gone = self.lock().remove(&key(path));
+        if let Some(o) = gone {
+            self.unlink(&o);
+        }
     }
 
     /// Whether `obj` is the version the cache holds for its path.

@@ -731,7 +731,7 @@ impl Nginx {
         let _ = self.child.wait();
     }
 
-    /// Its access log: request URI, `Range`, status; one line each.
+    /// Its access log: method, request URI, `Range`, status; a line each.
     pub fn log(&self) -> Vec<String> {
         let text = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
         text.lines().map(str::to_string).collect()
@@ -755,7 +755,7 @@ pub fn nginx(root: &Path) -> Option<Nginx> {
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
          error_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
-         http {{\n  log_format r '$request_uri $http_range $status';\n  access_log {d}/access.log r;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n\
+         http {{\n  log_format r '$request_method $request_uri $http_range $status';\n  access_log {d}/access.log r;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n\
          fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
          include /etc/nginx/mime.types;\n\
          server {{\n    listen 127.0.0.1:{port};\n    root {r};\n\
