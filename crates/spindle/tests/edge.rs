@@ -529,3 +529,85 @@ fn a_stale_object_is_revalidated_not_fetched_again() {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
 }
+
+#[test]
+fn two_hundred_clients_of_one_uncached_file_fetch_each_slice_once() {
+    let origin_root = tempfile::tempdir().unwrap();
+    let iso = random_bytes(12 * M as u64 + 3, 8);
+    write(origin_root.path(), "debian.iso", &iso);
+    let Some(n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let srv = Server::start(
+        "io-uring",
+        root.path(),
+        &edge_args(&origin, cache.path().to_str().unwrap()),
+    );
+    let url = srv.url("/debian.iso");
+    let digest = |b: &[u8]| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(b, &mut h);
+        std::hash::Hasher::finish(&h)
+    };
+    let want = digest(&iso);
+    let clients: Vec<_> = (0..200)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let out = Command::new("curl")
+                    .args(["-sS", "--max-time", "120", "-w", "%{http_code}"])
+                    .arg(&url)
+                    .output()
+                    .expect("curl");
+                let code = out.stdout[out.stdout.len() - 3..].to_vec();
+                let body = out.stdout[..out.stdout.len() - 3].to_vec();
+                (i, code, body)
+            })
+        })
+        .collect();
+    for c in clients {
+        let (i, code, body) = c.join().unwrap();
+        assert_eq!(code, b"200", "client {i}");
+        assert_eq!(digest(&body), want, "client {i}: not the file");
+    }
+    let log = n.log();
+    assert_eq!(log.len(), 13, "each of 13 slices once: {log:#?}");
+}
+
+#[test]
+fn a_crash_and_a_restart_keep_the_cache_warm() {
+    let origin_root = tempfile::tempdir().unwrap();
+    let video = random_bytes(8 * M as u64, 9);
+    write(origin_root.path(), "film.mp4", &video);
+    let Some(mut n) = nginx(origin_root.path()) else {
+        return;
+    };
+    let origin = format!("http://127.0.0.1:{}", n.port);
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let mut args = edge_args(&origin, cache.path().to_str().unwrap());
+    args.extend(["--origin-ttl", "600"]);
+    let mut srv = Server::start("io-uring", root.path(), &args);
+    // The first half, then kill -9.
+    let half = curl(&srv.url("/film.mp4"), &["-r", &format!("0-{}", 4 * M - 1)]);
+    assert_eq!(half.body, video[..4 * M]);
+    srv.child.kill().unwrap(); // SIGKILL
+    srv.child.wait().unwrap();
+    // The origin gone too: only what the cache holds can be served.
+    n.stop();
+    let srv = Server::start("io-uring", root.path(), &args);
+    let again = curl(
+        &srv.url("/film.mp4"),
+        &["-r", &format!("{}-{}", M, 3 * M + 10)],
+    );
+    assert_eq!(again.status, 206, "{}", again.head);
+    assert_eq!(again.body, video[M..3 * M + 11]);
+    // The second half was never stored: the origin is down, a 503 (the
+    // head could not be promised), never bytes that are not the file's.
+    let rest = curl(&srv.url("/film.mp4"), &["-r", &format!("{}-", 6 * M)]);
+    assert_ne!(rest.status, 206, "{}", rest.head);
+    assert!(rest.status >= 500, "{}", rest.head);
+}

@@ -140,9 +140,14 @@ impl Serving {
         let cached = side.edge.store().get(&req.path);
         let counters = side.edge.counters();
         let want = match &cached {
-            Some(obj) if obj.fresh(now_unix()) => {
+            Some(obj) if obj.fresh(now_unix()) && (obj.length() == 0 || obj.has(0)) => {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
                 return Fetched::Now(found(life, req.path, obj.clone()));
+            }
+            Some(stale) if stale.fresh(now_unix()) => {
+                // Just made, its first slice still being stored: join
+                // that fetch (or, if it just ended, take its result).
+                Want::first(&req.path)
             }
             Some(stale) => Want::revalidation(&req.path, stale),
             None => {
@@ -268,7 +273,12 @@ impl Serving {
             } else {
                 None
             };
-            out.extend(next.map(|n| (who, n)));
+            if let Some(n) = next {
+                // Answers still to come for this request (a parked
+                // response's other slices) are not for the next step.
+                l.stop_waiting();
+                out.push((who, n));
+            }
         }
         out
     }

@@ -230,6 +230,12 @@ impl Life {
         self.waiting = what;
     }
 
+    /// The helpers' answer it waited for came: later answers of the same
+    /// kind (for the same request) are not for it.
+    pub fn stop_waiting(&mut self) {
+        self.waiting = Waiting::Nothing;
+    }
+
     /// Whether a helper's answer of this kind is for this connection.
     pub fn awaits(&self, what: Waiting) -> bool {
         self.waiting == what && self.phase == Phase::Opening

@@ -216,6 +216,27 @@ impl<W: Send + 'static> Fetcher<W> {
         let s = &self.shared;
         let id = want.id();
         let mut waiting = lock(&s.waiting);
+        // Stored since the caller looked: answered at once. (A helper
+        // stores the slice, and a new object's index entry, before it
+        // takes the waiters, so a want either sees it or joins the fetch:
+        // never a second fetch.)
+        let stored = match &want.object {
+            Some(o) => (!want.revalidate && o.has(want.index)).then(|| o.clone()),
+            // The first slice: another request's fetch may have stored
+            // the object since this one looked.
+            None => s
+                .store
+                .get(&want.path)
+                .filter(|o| o.fresh(now()) && (o.length() == 0 || o.has(0))),
+        };
+        if let Some(o) = stored {
+            mailbox.post(Done {
+                who,
+                index: want.index,
+                landed: Landed::Stored(o),
+            });
+            return true;
+        }
         if let Some(w) = waiting.get_mut(&id) {
             if w.len() >= MAX_WAITERS {
                 s.counters.refused.fetch_add(1, Ordering::Relaxed);
@@ -317,9 +338,14 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
             if !meta.freshness.store {
                 return Landed::Uncacheable;
             }
-            match s.store.begin(&want.path, meta) {
-                Ok(o) => o,
-                Err(e) => return stored_failed(c, e),
+            // Another request's fetch may have stored this very version
+            // meanwhile: it is kept, not replaced by a copy of itself.
+            match s.store.get(&want.path) {
+                Some(cur) if cur.meta.version.same(&slice.version) => cur,
+                _ => match s.store.begin(&want.path, meta) {
+                    Ok(o) => o,
+                    Err(e) => return stored_failed(c, e),
+                },
             }
         }
     };
@@ -327,7 +353,9 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
         return Landed::Stored(obj);
     }
     match s.store.put(&obj, want.index, &slice.bytes) {
-        Ok(()) => Landed::Stored(obj),
+        Ok(true) => Landed::Stored(obj),
+        // Replaced or evicted meanwhile: the request asks anew.
+        Ok(false) => Landed::Changed,
         Err(e) => stored_failed(c, e),
     }
 }

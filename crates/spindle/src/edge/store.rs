@@ -270,13 +270,16 @@ impl Store {
 
     /// Stores slice `index` of `obj` (exactly its bytes), durable before
     /// it is marked; then drops the least recently used objects past the
-    /// bound. A slice already stored, or an object replaced or evicted
-    /// meanwhile, is left as it is.
-    pub fn put(&self, obj: &Arc<Object>, index: u64, bytes: &[u8]) -> std::io::Result<()> {
+    /// bound. `Ok(true)`: the slice is stored (now or before); `Ok(false)`:
+    /// the object was replaced or evicted meanwhile, and nothing is.
+    pub fn put(&self, obj: &Arc<Object>, index: u64, bytes: &[u8]) -> std::io::Result<bool> {
         let span = slice::bytes(index, obj.length());
         assert_eq!(bytes.len() as u64, span.end - span.start, "slice {index}");
-        if obj.has(index) || !self.current(obj) {
-            return Ok(());
+        if obj.has(index) {
+            return Ok(true);
+        }
+        if !self.current(obj) {
+            return Ok(false);
         }
         let data = match File::options()
             .write(true)
@@ -284,7 +287,7 @@ impl Store {
         {
             Ok(f) => f,
             // Evicted or replaced since the look above.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
         data.write_all_at(bytes, span.start)?;
@@ -296,13 +299,13 @@ impl Store {
                 .get(&obj.key)
                 .is_none_or(|e| e.obj.vid != obj.vid)
             {
-                return Ok(());
+                return Ok(false);
             }
             let bit = 1 << (index % 64);
             let before = obj.words[(index / 64) as usize].fetch_or(bit, Ordering::Release);
             if before & bit != 0 {
                 // Another helper stored it meanwhile.
-                return Ok(());
+                return Ok(true);
             }
             let e = ix.objects.get_mut(&obj.key).expect("current");
             e.bytes += bytes.len() as u64;
@@ -325,7 +328,7 @@ impl Store {
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
             self.unlink(&o);
         }
-        saved
+        saved.map(|()| true)
     }
 
     /// The origin said `obj` is still its version (a 304): fresh again
@@ -543,7 +546,7 @@ mod tests {
         assert!(o2.vid > o.vid && !o2.has(0));
         assert!(!dir.path().join(o.data_path()).exists());
         // A slice of the replaced version is not stored.
-        s.put(&o, 1, &slice_bytes(&o, 1)).unwrap();
+        assert!(!s.put(&o, 1, &slice_bytes(&o, 1)).unwrap());
         assert!(!o.has(1));
         assert_eq!(s.bytes(), 0);
     }
