@@ -78,6 +78,39 @@ fn edge_args<'a>(origin: &'a str, cache: &'a str) -> Vec<&'a str> {
     ]
 }
 
+/// An origin (Debian's nginx) serving `files`, and spindle on io-uring in
+/// front of it with `extra` flags; `None` when nginx is missing (said).
+struct Edge {
+    origin_root: tempfile::TempDir,
+    nginx: Nginx,
+    _root: tempfile::TempDir,
+    _cache: tempfile::TempDir,
+    srv: Server,
+}
+
+impl Edge {
+    fn start(files: &[(&str, &[u8])], extra: &[&str]) -> Option<Edge> {
+        let origin_root = tempfile::tempdir().unwrap();
+        for (name, data) in files {
+            write(origin_root.path(), name, data);
+        }
+        let nginx = nginx(origin_root.path())?;
+        let origin = format!("http://127.0.0.1:{}", nginx.port);
+        let root = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let mut args = edge_args(&origin, cache.path().to_str().unwrap());
+        args.extend_from_slice(extra);
+        let srv = Server::start("io-uring", root.path(), &args);
+        Some(Edge {
+            origin_root,
+            nginx,
+            _root: root,
+            _cache: cache,
+            srv,
+        })
+    }
+}
+
 #[test]
 fn objects_come_from_the_origin_byte_for_byte_on_every_backend() {
     let origin_root = tempfile::tempdir().unwrap();
@@ -126,20 +159,11 @@ fn objects_come_from_the_origin_byte_for_byte_on_every_backend() {
 
 #[test]
 fn a_range_fetches_only_its_slices() {
-    let origin_root = tempfile::tempdir().unwrap();
     let video = random_bytes(20 * M as u64, 2);
-    write(origin_root.path(), "v.mp4", &video);
-    let Some(n) = nginx(origin_root.path()) else {
+    let Some(e) = Edge::start(&[("v.mp4", &video)], &[]) else {
         return;
     };
-    let origin = format!("http://127.0.0.1:{}", n.port);
-    let root = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let srv = Server::start(
-        "io-uring",
-        root.path(),
-        &edge_args(&origin, cache.path().to_str().unwrap()),
-    );
+    let (n, srv) = (&e.nginx, &e.srv);
     // A seek 15.5 MiB in: slice 0 (the version) and slice 15, no more.
     let at = 15 * M + M / 2;
     let g = curl(&srv.url("/v.mp4"), &["-r", &format!("{at}-{}", at + 99)]);
@@ -468,19 +492,13 @@ fn an_s3_bucket_on_garage_is_an_origin_with_sigv4() {
 
 #[test]
 fn a_stale_object_is_revalidated_not_fetched_again() {
-    let origin_root = tempfile::tempdir().unwrap();
     let first = random_bytes(3 * M as u64, 6);
-    write(origin_root.path(), "Packages", &first);
-    let Some(n) = nginx(origin_root.path()) else {
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let extra = ["--origin-ttl", "1", "--metrics", &metrics];
+    let Some(e) = Edge::start(&[("Packages", &first)], &extra) else {
         return;
     };
-    let origin = format!("http://127.0.0.1:{}", n.port);
-    let root = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let mut args = edge_args(&origin, cache.path().to_str().unwrap());
-    args.extend(["--origin-ttl", "1", "--metrics", &metrics]);
-    let srv = Server::start("io-uring", root.path(), &args);
+    let (n, srv, origin_root) = (&e.nginx, &e.srv, &e.origin_root);
     let url = srv.url("/Packages");
     let a = curl(&url, &[]);
     assert!(a.body == first);
@@ -532,20 +550,11 @@ fn a_stale_object_is_revalidated_not_fetched_again() {
 
 #[test]
 fn two_hundred_clients_of_one_uncached_file_fetch_each_slice_once() {
-    let origin_root = tempfile::tempdir().unwrap();
     let iso = random_bytes(12 * M as u64 + 3, 8);
-    write(origin_root.path(), "debian.iso", &iso);
-    let Some(n) = nginx(origin_root.path()) else {
+    let Some(e) = Edge::start(&[("debian.iso", &iso)], &[]) else {
         return;
     };
-    let origin = format!("http://127.0.0.1:{}", n.port);
-    let root = tempfile::tempdir().unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    let srv = Server::start(
-        "io-uring",
-        root.path(),
-        &edge_args(&origin, cache.path().to_str().unwrap()),
-    );
+    let (n, srv) = (&e.nginx, &e.srv);
     let url = srv.url("/debian.iso");
     let digest = |b: &[u8]| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
