@@ -96,11 +96,15 @@ pub struct Timing {
     /// cache), `direct` (an `O_DIRECT` read), or `sendfile` (a blocking
     /// sendfile, which cannot tell).
     pub outcome: &'static str,
+    /// For an origin's object (`--origin`), how the edge's cache had it:
+    /// `hit` (fresh), `revalidated` (stale, the origin said it holds),
+    /// `miss` (fetched), `stale` (the origin failed; a stale copy served).
+    pub cache: Option<&'static str>,
 }
 
 /// One JSON object per line (keys: `time`, `client`, `user`, `method`, `target`,
 /// `protocol`, `status`, `bytes`, `referer`, `user_agent`, `request_us`,
-/// `outcome`, `encoding`); a value that is not valid UTF-8 has each byte past ASCII
+/// `outcome`, `encoding`, `cache`); a value that is not valid UTF-8 has each byte past ASCII
 /// as `\u00HH`. Newline included.
 pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &Timing) -> String {
     let mut s = String::with_capacity(256);
@@ -141,9 +145,15 @@ pub fn format_json(peer: &str, unix_secs: i64, info: &LogInfo, bytes: u64, t: &T
     );
     match info.coding {
         Some(e) => {
-            let _ = writeln!(s, "\"{}\"}}", e.token());
+            let _ = write!(s, "\"{}\"", e.token());
         }
-        None => s.push_str("null}\n"),
+        None => s.push_str("null"),
+    }
+    match t.cache {
+        Some(c) => {
+            let _ = writeln!(s, ",\"cache\":\"{c}\"}}");
+        }
+        None => s.push_str(",\"cache\":null}\n"),
     }
     s
 }
@@ -234,13 +244,17 @@ mod tests {
             http2: false,
             coding: Some(crate::Encoding::Br),
         };
-        let t = Timing {
+        let mut t = Timing {
             request_us: 1234,
             outcome: "read",
+            cache: None,
         };
         assert_eq!(
             format_json("::1", 971_211_336, &info, 10, &t),
-            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"user\":\"alice\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\",\"encoding\":\"br\"}\n"
+            "{\"time\":\"2000-10-10T20:55:36Z\",\"client\":\"::1\",\"user\":\"alice\",\"method\":\"GET\",\"target\":\"/a \\\"b\\\"\\\\\\u000a\\u00ff\",\"protocol\":\"HTTP/1.1\",\"status\":206,\"bytes\":10,\"referer\":null,\"user_agent\":\"curl/8 \u{e9}\",\"request_us\":1234,\"outcome\":\"read\",\"encoding\":\"br\",\"cache\":null}\n"
         );
+        t.cache = Some("hit");
+        assert!(format_json("::1", 0, &info, 10, &t)
+            .ends_with(",\"encoding\":\"br\",\"cache\":\"hit\"}\n"));
     }
 }

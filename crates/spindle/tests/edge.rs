@@ -494,7 +494,19 @@ fn an_s3_bucket_on_garage_is_an_origin_with_sigv4() {
 fn a_stale_object_is_revalidated_not_fetched_again() {
     let first = random_bytes(3 * M as u64, 6);
     let metrics = format!("127.0.0.1:{}", free_port());
-    let extra = ["--origin-ttl", "1", "--metrics", &metrics];
+    let log_dir = tempfile::tempdir().unwrap();
+    let access_log = log_dir.path().join("access.json");
+    let log_s = access_log.to_str().unwrap();
+    let extra = [
+        "--origin-ttl",
+        "1",
+        "--metrics",
+        &metrics,
+        "--access-log",
+        log_s,
+        "--log-format",
+        "json",
+    ];
     let Some(e) = Edge::start(&[("Packages", &first)], &extra) else {
         return;
     };
@@ -546,6 +558,21 @@ fn a_stale_object_is_revalidated_not_fetched_again() {
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
+    // The access log names each: miss, revalidated, miss (the new
+    // version), hit.
+    let lines = wait_log_lines(&access_log, 4);
+    let statuses: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["cache"].as_str().unwrap_or("null").to_string()
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        ["miss", "revalidated", "miss", "hit"],
+        "{lines:#?}"
+    );
 }
 
 #[test]

@@ -142,25 +142,27 @@ impl Serving {
         let want = match &cached {
             Some(obj) if obj.fresh(now_unix()) && (obj.length() == 0 || obj.has(0)) => {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
+                life.cache_status = Some("hit");
                 return Fetched::Now(found(life, req.path, obj.clone()));
             }
-            Some(stale) if stale.fresh(now_unix()) => {
-                // Just made, its first slice still being stored: join
-                // that fetch (or, if it just ended, take its result).
-                Want::first(&req.path)
-            }
-            Some(stale) => Want::revalidation(&req.path, stale),
+            Some(stale) if !stale.fresh(now_unix()) => Want::revalidation(&req.path, stale),
+            // Just made, its first slice still being stored: join that
+            // fetch (or, if it just ended, take its result).
+            Some(_) => Want::first(&req.path),
             None => {
                 counters.misses.fetch_add(1, Ordering::Relaxed);
                 Want::first(&req.path)
             }
         };
+        // The copy that may answer if the origin fails (and names a
+        // revalidation's result): only a stale one asked about.
+        let stale = cached.filter(|_| want.revalidate);
         if !side.edge.want(want, &side.mailbox, who) {
             return Fetched::Now(failed(self, life, 503));
         }
         life.edge = EdgeHold::Fetching {
             path: req.path,
-            stale: cached,
+            stale,
             tries: 1,
         };
         life.await_helper(Waiting::Origin);
@@ -290,7 +292,12 @@ impl Serving {
             unreachable!("waits for the origin without a fetch");
         };
         Some(match done.landed {
-            Landed::Stored(obj) => found(life, path, obj),
+            Landed::Stored(obj) => {
+                // The stale copy, revalidated; else a version just fetched.
+                let same = stale.as_ref().is_some_and(|s| s.vid == obj.vid);
+                life.cache_status = Some(if same { "revalidated" } else { "miss" });
+                found(life, path, obj)
+            }
             Landed::NotFound => failed(self, life, 404),
             Landed::Changed if tries < MAX_TRIES => {
                 let side = self.edge_side();
@@ -306,7 +313,10 @@ impl Serving {
                 return None;
             }
             Landed::Failed(e) => match stale.filter(|o| o.stale_usable(now_unix())) {
-                Some(obj) => found(life, path, obj),
+                Some(obj) => {
+                    life.cache_status = Some("stale");
+                    found(life, path, obj)
+                }
                 None => {
                     crate::warn!(
                         "origin: {}: {e}",

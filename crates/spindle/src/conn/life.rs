@@ -83,6 +83,9 @@ pub struct Life {
     fd: RawFd,
     /// What its request holds of the edge (`--origin`).
     pub edge: super::edge::EdgeHold,
+    /// How the edge's cache had its request's object, for the access log
+    /// (`hit`, `revalidated`, `miss`, `stale`).
+    pub cache_status: Option<&'static str>,
 }
 
 impl Life {
@@ -114,6 +117,7 @@ impl Life {
             waiting: Waiting::Nothing,
             fd,
             edge: super::edge::EdgeHold::Nothing,
+            cache_status: None,
         }
     }
 

@@ -214,7 +214,8 @@ pub fn client_string(session: &Session, fd: RawFd) -> String {
 
 /// The access-log line of a finished response, in `--log-format`'s format.
 /// `since`: how long ago its request was parsed; `outcome`: where its
-/// body came from (see `spindle_core::accesslog::Timing`).
+/// body came from, `cache`: the edge's cache status (see
+/// `spindle_core::accesslog::Timing`).
 pub fn log_line(
     cfg: &Config,
     client: &str,
@@ -222,6 +223,7 @@ pub fn log_line(
     bytes: u64,
     since: Duration,
     outcome: &'static str,
+    cache: Option<&'static str>,
 ) -> String {
     use spindle_core::accesslog::{self, LogFormat, Timing};
     let info = session.log_info();
@@ -231,6 +233,7 @@ pub fn log_line(
             let t = Timing {
                 request_us: since.as_micros().min(u128::from(u64::MAX)) as u64,
                 outcome,
+                cache,
             };
             accesslog::format_json(client, unix_now(), &info, bytes, &t)
         }

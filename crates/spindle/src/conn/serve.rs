@@ -475,9 +475,11 @@ impl Serving {
                 resp.body_len,
                 now.saturating_duration_since(life.req_at),
                 outcome,
+                life.cache_status,
             );
             ctx.log.log(line);
         }
+        life.cache_status = None;
         life.session.sent();
         if self.draining {
             life.session.close();
