@@ -214,7 +214,11 @@ fn the_origin_down_serves_what_is_cached_and_502s_the_rest() {
 fn over_https_and_http2_the_same_bytes() {
     let origin_root = tempfile::tempdir().unwrap();
     let big = random_bytes(2 * M as u64 + 17, 4);
-    write(origin_root.path(), "f.bin", &big);
+    // A file per protocol, so that each goes through a miss: the first
+    // slice awaited, then the response parked for the others.
+    for proto in ["http1.1", "http2"] {
+        write(origin_root.path(), &format!("{proto}.bin"), &big);
+    }
     let Some(n) = nginx(origin_root.path()) else {
         return;
     };
@@ -228,9 +232,15 @@ fn over_https_and_http2_the_same_bytes() {
             None,
             &edge_args(&origin, cache.path().to_str().unwrap()),
         );
-        let url = format!("https://127.0.0.1:{port}/f.bin");
         for proto in ["--http1.1", "--http2"] {
+            let url = format!("https://127.0.0.1:{port}/{}.bin", &proto[2..]);
             let g = curl(&url, &[proto]);
+            let want = if proto == "--http2" {
+                "HTTP/2"
+            } else {
+                "HTTP/1.1"
+            };
+            assert!(g.head.starts_with(want), "{backend} {proto}: {}", g.head);
             assert_eq!(g.status, 200, "{backend} {proto}: {}", g.head);
             assert!(g.body == big, "{backend} {proto}: body");
             let r = curl(&url, &[proto, "-r", "2097150-2097160"]);
