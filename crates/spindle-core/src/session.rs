@@ -66,20 +66,6 @@ enum State {
     Closed,
 }
 
-/// A request's object at the origin (`--origin`).
-#[derive(Debug)]
-enum Edge {
-    /// Asked for ([`Step::Fetch`]); `rel_path` is what was looked for
-    /// beneath the root.
-    Fetching { rel_path: Vec<u8> },
-    /// Found; its cache file is being opened. Its validators and fields
-    /// answer for the file's.
-    Opening {
-        rel_path: Vec<u8>,
-        meta: Arc<crate::edge::meta::Meta>,
-    },
-}
-
 /// One connection's protocol state.
 #[derive(Debug)]
 pub struct Session {
@@ -123,7 +109,7 @@ pub struct Session {
     dir_request: bool,
     /// The current request's object at the origin, while the edge finds
     /// it and then while its cache file is opened.
-    edge: Option<Edge>,
+    edge: Option<edge::Edge>,
     /// One HTTP/2 stream's request ([`Session::for_stream`]): one
     /// response, then closed; logged as `HTTP/2.0`.
     stream: bool,
@@ -712,52 +698,6 @@ impl Session {
         self.finish(resp)
     }
 
-    /// The driver's answer to [`Step::Fetch`]: the object is in the edge's
-    /// cache file `found.open`, which is opened next ([`Step::Open`];
-    /// [`Session::opened`] then answers with the origin's validators and
-    /// fields).
-    pub fn edge_found(&mut self, found: EdgeFound) -> Step {
-        assert_eq!(
-            self.state,
-            State::AwaitFetch,
-            "edge_found() without Step::Fetch"
-        );
-        let Some(Edge::Fetching { rel_path }) = self.edge.take() else {
-            panic!("edge_found() without a fetch");
-        };
-        self.edge = Some(Edge::Opening {
-            rel_path,
-            meta: found.meta,
-        });
-        self.state = State::AwaitOpen;
-        Step::Open(found.open)
-    }
-
-    /// The driver's answer to [`Step::Fetch`] when the origin has no such
-    /// object (404), failed (502), took too long (504), or the edge is
-    /// too busy to ask it (503).
-    pub fn edge_failed(&mut self, cfg: &SessionConfig, status: u16) -> Step {
-        assert_eq!(
-            self.state,
-            State::AwaitFetch,
-            "edge_failed() without Step::Fetch"
-        );
-        assert!(
-            matches!(status, 404 | 502 | 503 | 504),
-            "edge status {status}"
-        );
-        self.edge = None;
-        let (req, ctx) = self.take_current(cfg);
-        let extra: &[(&str, &str)] = if status == 503 {
-            &[("Retry-After", "1")]
-        } else {
-            &[]
-        };
-        let resp = response::error(status, &ctx, extra);
-        self.last_req = Some(req);
-        self.finish(resp)
-    }
-
     /// The driver could not read the body of the response [`Session::next`]
     /// or [`Session::opened`] gave it, and has sent no byte of it, head
     /// included: this is the response to send in its place, a 500 (a 503
@@ -947,6 +887,7 @@ fn redirect_location(target: &[u8]) -> String {
 }
 
 mod auth;
+mod edge;
 mod open;
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ mod checks;
 mod compress;
 mod edge;
 pub use compress::CompressSettings;
-pub use edge::{stale_max as edge_stale_max, EdgeSettings};
+pub use edge::{EdgeSettings, STALE_MAX as EDGE_STALE_MAX};
 mod file;
 mod merge;
 use checks::*;

@@ -286,7 +286,7 @@ fn start_edge(cfg: &Config) -> Result<Option<Arc<crate::edge::Edge>>, String> {
     let policy = crate::edge::fetcher::Policy {
         default_ttl: e.ttl,
         stale_default: 0,
-        stale_max: crate::config::edge_stale_max(),
+        stale_max: crate::config::EDGE_STALE_MAX,
     };
     let fetcher = crate::edge::fetcher::Fetcher::start(
         origin,

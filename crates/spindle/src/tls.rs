@@ -288,6 +288,39 @@ fn server_config_with(
     Ok(Arc::new(cfg))
 }
 
+/// Adds the PEM certificates of `path` to `roots` (DER), as trusted roots
+/// of a client (ACME's directory, the edge's origin). `required`: an
+/// unreadable file, a bad entry or no certificate is an error naming
+/// `what`; else they are skipped (the system's bundle, where it may be
+/// missing).
+pub fn add_pem_roots(
+    roots: &mut Vec<Vec<u8>>,
+    path: &Path,
+    required: bool,
+    what: &str,
+) -> Result<(), String> {
+    let pem = match std::fs::read(path) {
+        Ok(p) => p,
+        Err(_) if !required => return Ok(()),
+        Err(e) => return Err(format!("{what} {}: {e}", path.display())),
+    };
+    let before = roots.len();
+    for c in CertificateDer::pem_slice_iter(&pem) {
+        match c {
+            Ok(c) => roots.push(c.to_vec()),
+            Err(e) if required => return Err(format!("{what} {}: {e}", path.display())),
+            Err(_) => {}
+        }
+    }
+    if required && roots.len() == before {
+        return Err(format!(
+            "{what} {}: no PEM certificate in it",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     let len = std::fs::metadata(path)
         .map_err(|e| format!("{what} {}: {e}", path.display()))?

@@ -71,6 +71,17 @@ pub struct Freshness {
 }
 
 impl Freshness {
+    /// Whether a copy fetched (or revalidated) at `fetched` may be served
+    /// at `now` without asking the origin.
+    pub fn fresh(&self, fetched: i64, now: i64) -> bool {
+        now < fetched.saturating_add(self.lifetime as i64)
+    }
+
+    /// Whether it may be served at `now` because the origin failed.
+    pub fn stale_usable(&self, fetched: i64, now: i64) -> bool {
+        now < fetched.saturating_add((self.lifetime + self.stale_if_error) as i64)
+    }
+
     /// From the origin's `Cache-Control`, `Expires` and `Date`; `default`
     /// seconds when none of them says (nginx's `proxy_cache_valid`),
     /// `stale_default` and `stale_max` for `stale-if-error`.
@@ -145,13 +156,12 @@ impl Meta {
     /// Whether it may be served at Unix time `now` without asking the
     /// origin.
     pub fn fresh(&self, now: i64) -> bool {
-        now < self.fetched.saturating_add(self.freshness.lifetime as i64)
+        self.freshness.fresh(self.fetched, now)
     }
 
     /// Whether it may be served at `now` because the origin failed.
     pub fn stale_usable(&self, now: i64) -> bool {
-        let limit = self.freshness.lifetime + self.freshness.stale_if_error;
-        now < self.fetched.saturating_add(limit as i64)
+        self.freshness.stale_usable(self.fetched, now)
     }
 
     pub fn to_text(&self) -> String {

@@ -2,8 +2,8 @@
 //! file, a directory's index or listing, a precompressed sidecar search,
 //! a rule's fallback, and the configured error pages.
 
+use super::edge::Edge;
 use super::*;
-use crate::edge::meta::Meta;
 
 impl Session {
     /// Opens the configured page of error `status` in answer to `req`, if
@@ -197,62 +197,6 @@ impl Session {
                 _ => response::error(404, &ctx, &[]),
             },
             Err(e) => error_for(e.status(), &ctx),
-        };
-        self.last_req = Some(req);
-        self.finish(resp)
-    }
-
-    /// A GET or HEAD of a file not found beneath the root, with an origin
-    /// (and no rule's `fallback` to try first): look for it there.
-    fn fetch_step(
-        &mut self,
-        cfg: &SessionConfig,
-        open_path: &OpenRequest,
-        result: &Result<FileMeta, OpenError>,
-    ) -> Option<Step> {
-        let req = self.current.as_ref().expect("current request");
-        let wanted = cfg.edge
-            && *result == Err(OpenError::NotFound)
-            && !self.dir_request
-            && self.error_page.is_none()
-            && self.fallback.is_none()
-            && matches!(req.method, Method::Get | Method::Head);
-        if !wanted {
-            return None;
-        }
-        let rel_path = open_path.path.as_bytes().to_vec();
-        let mut path = Vec::with_capacity(rel_path.len() + 1);
-        path.push(b'/');
-        path.extend_from_slice(&rel_path);
-        self.edge = Some(Edge::Fetching { rel_path });
-        self.state = State::AwaitFetch;
-        Some(Step::Fetch(FetchRequest { path }))
-    }
-
-    /// The open of the edge's cache file for an origin's object: its
-    /// response, named by the origin's validators. A file that is gone
-    /// or is not the object's length (evicted, replaced meanwhile) is a
-    /// 503: the client asks again.
-    fn edge_opened(
-        &mut self,
-        cfg: &SessionConfig,
-        result: Result<FileMeta, OpenError>,
-        rel_path: &[u8],
-        origin: Arc<Meta>,
-    ) -> Step {
-        let (req, ctx) = self.take_current(cfg);
-        let resp = match result {
-            Ok(m) if m.kind == FileKind::Regular && m.size == origin.version.length => {
-                let rules = cfg.rules.apply(rel_path);
-                let rep = Representation {
-                    encoding: None,
-                    vary: false,
-                    validators: None,
-                    origin: Some(origin),
-                };
-                response::for_file(&req, &m, rel_path, rep, &rules, &ctx)
-            }
-            _ => response::error(503, &ctx, &[("Retry-After", "1")]),
         };
         self.last_req = Some(req);
         self.finish(resp)

@@ -388,27 +388,8 @@ pub fn check_tls_certs(cfg: &AcmeConfig, specs: &[crate::tls::CertSpec]) -> Resu
 /// `--acme-ca`'s.
 fn roots(cfg: &AcmeConfig) -> Result<Vec<Vec<u8>>, String> {
     let mut roots = Vec::new();
-    let mut add = |path: &std::path::Path, required: bool| -> Result<(), String> {
-        let pem = match std::fs::read(path) {
-            Ok(p) => p,
-            Err(_) if !required => return Ok(()),
-            Err(e) => return Err(format!("acme-ca {}: {e}", path.display())),
-        };
-        let before = roots.len();
-        for c in CertificateDer::pem_slice_iter(&pem) {
-            match c {
-                Ok(c) => roots.push(c.to_vec()),
-                Err(e) if required => return Err(format!("acme-ca {}: {e}", path.display())),
-                Err(_) => {}
-            }
-        }
-        if required && roots.len() == before {
-            return Err(format!(
-                "acme-ca {}: no PEM certificate in it",
-                path.display()
-            ));
-        }
-        Ok(())
+    let mut add = |path: &std::path::Path, required: bool| {
+        crate::tls::add_pem_roots(&mut roots, path, required, "acme-ca")
     };
     add(std::path::Path::new(SYSTEM_ROOTS), false)?;
     if let Some(ca) = &cfg.ca {

@@ -20,11 +20,6 @@ pub const DEFAULT_TTL: u64 = 60;
 /// The most `stale-if-error` granted, whatever the origin says.
 pub const STALE_MAX: u64 = 24 * 3600;
 
-/// [`STALE_MAX`], for the edge's policy.
-pub fn stale_max() -> u64 {
-    STALE_MAX
-}
-
 /// The edge, as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeSettings {
@@ -79,16 +74,20 @@ pub(super) fn merge(cli: &mut Cli, file: &mut FileConfig) -> Result<Option<EdgeS
             spindle_core::edge::slice::SLICE_SIZE
         ));
     }
-    let ca = cli.origin_ca.take().or(file.origin_ca.take());
-    let roots_path = ca
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::acme::SYSTEM_ROOTS));
-    let roots = match certs(&roots_path) {
-        Ok(r) => r,
-        // Without --origin-ca only an HTTPS origin needs them.
-        Err(_) if ca.is_none() && !urls.iter().any(|u| u.starts_with("https:")) => Vec::new(),
-        Err(e) => return Err(format!("origin-ca: {e}")),
-    };
+    let mut roots = Vec::new();
+    match cli.origin_ca.take().or(file.origin_ca.take()) {
+        Some(ca) => crate::tls::add_pem_roots(&mut roots, &ca, true, "origin-ca")?,
+        None => {
+            let system = std::path::Path::new(crate::acme::SYSTEM_ROOTS);
+            crate::tls::add_pem_roots(&mut roots, system, false, "origin-ca")?;
+            if roots.is_empty() && urls.iter().any(|u| u.starts_with("https:")) {
+                return Err(format!(
+                    "origin: no trusted roots for an HTTPS origin (none in {}; give --origin-ca FILE)",
+                    crate::acme::SYSTEM_ROOTS
+                ));
+            }
+        }
+    }
     let region = cli.origin_s3_region.take().or(file.origin_s3_region.take());
     let creds_file = cli
         .origin_s3_credentials
@@ -127,17 +126,4 @@ fn credentials(file: Option<String>) -> Result<Credentials, String> {
         .map_err(|e| format!("origin-s3-credentials: {path}: {e}"))?;
     Credentials::from_file(&text, &profile)
         .map_err(|e| format!("origin-s3-credentials: {path}: {e}"))
-}
-
-/// The certificates of a PEM file, as DER.
-fn certs(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
-    use rustls::pki_types::pem::PemObject;
-    let list = rustls::pki_types::CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if list.is_empty() {
-        return Err(format!("{}: no certificate", path.display()));
-    }
-    Ok(list.into_iter().map(|c| c.to_vec()).collect())
 }

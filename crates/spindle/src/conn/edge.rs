@@ -227,7 +227,7 @@ impl Serving {
             }
         }
         if outstanding == 0 {
-            return Some(self.in_place_of(life, *reply));
+            return Some(self.in_place_of(life));
         }
         life.edge = EdgeHold::Parked {
             path,
@@ -240,8 +240,9 @@ impl Serving {
     }
 
     /// A 503 with `Retry-After` in place of a parked response none of
-    /// whose bytes went (its file is let go).
-    fn in_place_of(&self, life: &mut Life, _reply: Reply) -> Reply {
+    /// whose bytes went (its reply, and so its file, is dropped by the
+    /// caller).
+    fn in_place_of(&self, life: &mut Life) -> Reply {
         life.edge = EdgeHold::Nothing;
         let resp = life.session.body_failed(&self.ctx.session_cfg, EAGAIN);
         Reply {
@@ -347,7 +348,7 @@ impl Serving {
                     String::from_utf8_lossy(&path).escape_debug()
                 );
             }
-            return Some(Next::Send(Box::new(self.in_place_of(life, *reply))));
+            return Some(Next::Send(Box::new(self.in_place_of(life))));
         }
         let outstanding = outstanding - 1;
         let needed = needed_slices(&reply.resp);

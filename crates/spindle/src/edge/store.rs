@@ -73,19 +73,14 @@ impl Object {
     /// Whether it may be served at Unix time `now` without asking the
     /// origin.
     pub fn fresh(&self, now: i64) -> bool {
-        self.as_of().fresh(now)
+        let fetched = self.fetched.load(Ordering::Relaxed);
+        self.meta.freshness.fresh(fetched, now)
     }
 
     /// Whether it may be served at `now` because the origin failed.
     pub fn stale_usable(&self, now: i64) -> bool {
-        self.as_of().stale_usable(now)
-    }
-
-    /// Its freshness as of its last fetch or revalidation.
-    fn as_of(&self) -> Meta {
-        let mut m = (*self.meta).clone();
-        m.fetched = self.fetched.load(Ordering::Relaxed);
-        m
+        let fetched = self.fetched.load(Ordering::Relaxed);
+        self.meta.freshness.stale_usable(fetched, now)
     }
 
     /// Whether slice `index` is on disk.
@@ -339,7 +334,9 @@ impl Store {
             return Ok(());
         }
         let _one_writer = obj.map_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let text = obj.as_of().to_text();
+        let mut meta = (*obj.meta).clone();
+        meta.fetched = now;
+        let text = meta.to_text();
         self.write_atomically(&file_path(&obj.key, obj.vid, 'm'), text.as_bytes())
     }
 
