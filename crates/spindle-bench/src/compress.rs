@@ -1011,7 +1011,10 @@ impl Session<'_> {
                 }
                 self.progress
                     .start(format!("round {} {g} {} load", round + 1, k.name));
-                self.checked_load(running, coding, w)
+                self.checked_load(running, coding, w).map(|mut m| {
+                    m.insert("round".into(), round as f64);
+                    m
+                })
             }
             Err(e) => Err(e),
         };
@@ -1093,7 +1096,56 @@ fn finish_report(
     report.extra_md.push(first_table(&order, &extras.firsts));
     if !report.smoke_test {
         report.extra_md.push(bars(report, codings));
+        report.extra_md.push(round_by_round(report, codings));
     }
+}
+
+/// Per coding and peer: the baseline's req/s and CPU per request over
+/// the peer's, each round against the same round (the two measured
+/// within minutes of each other), as median (min–max). On a shared
+/// machine whose speed drifts for minutes at a time, these pairs hold
+/// still where the medians of each server's own rounds need not.
+fn round_by_round(report: &Report, codings: &[String]) -> String {
+    let spindle = report.baseline.clone();
+    let mut o = format!(
+        "## Round by round\n\n{spindle} over each peer in the same round, median (min–max) of the rounds' ratios.\n\n\
+         | coding | peer | rounds | req/s ratio | CPU / req ratio |\n|---|---|---:|---:|---:|\n"
+    );
+    let spread = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        match v.len() {
+            0 => "–".to_string(),
+            n => format!("{:.2}× ({:.2}–{:.2})", v[n / 2], v[0], v[n - 1]),
+        }
+    };
+    for coding in codings {
+        let g = group(coding);
+        let peers = report
+            .series
+            .iter()
+            .filter(|s| s.group == g && !s.server.starts_with("spindle") && !s.samples.is_empty());
+        for peer in peers {
+            let ratios = |key: &str| -> Vec<f64> {
+                let (a, b) = (
+                    report.per_round(&g, &spindle, key),
+                    report.per_round(&g, &peer.server, key),
+                );
+                a.iter()
+                    .filter_map(|(r, x)| Some(x / b.get(r)?).filter(|v| v.is_finite()))
+                    .collect()
+            };
+            let (rps, cpu) = (ratios("req_per_sec"), ratios("cpu_s_per_10k"));
+            o.push_str(&format!(
+                "| {coding} | {} | {} | {} | {} |\n",
+                peer.server,
+                rps.len(),
+                spread(&rps),
+                spread(&cpu)
+            ));
+        }
+    }
+    o
 }
 
 /// A note per spindle server: how many warm-up passes (and seconds) each
@@ -1405,6 +1457,28 @@ mod tests {
         assert!(
             table.contains("- nginx-gzip1: not supported: no br"),
             "{table}"
+        );
+    }
+
+    /// Each round is set against the same round of the peer: a drift
+    /// that moves both servers leaves the ratios still.
+    #[test]
+    fn rounds_are_paired_with_the_same_round() {
+        let mut r = Report::new("compress", "t", Machine::probe(Path::new("/")), json!({}));
+        r.baseline = "spindle-io-uring".into();
+        let g = group("gzip");
+        for (round, speed) in [(0, 1.0), (1, 0.6), (2, 1.2)] {
+            let mut a = sample(1100.0 * speed, 1.0 / speed, 900.0).unwrap();
+            let mut b = sample(1000.0 * speed, 1.2 / speed, 900.0).unwrap();
+            a.insert("round".into(), round as f64);
+            b.insert("round".into(), round as f64);
+            r.add(&g, "spindle-io-uring", Ok(a));
+            r.add(&g, "lighttpd", Ok(b));
+        }
+        let md = round_by_round(&r, &["gzip".into()]);
+        assert!(
+            md.contains("| gzip | lighttpd | 3 | 1.10× (1.10–1.10) | 0.83× (0.83–0.83) |"),
+            "{md}"
         );
     }
 

@@ -227,16 +227,10 @@ pub fn run(a: IdleArgs) -> Result<()> {
 /// `key` at group `g1` over `key` at group `g0`, for each round in which
 /// the server has a sample in both.
 fn paired_ratios(report: &Report, g0: &str, g1: &str, server: &str, key: &str) -> Vec<f64> {
-    let samples = |g: &str| {
-        report
-            .series
-            .iter()
-            .filter(|x| x.group == g && x.server == server)
-            .flat_map(|x| x.samples.iter())
-            .filter_map(|m| Some((*m.get("round")? as u64, *m.get(key)?)))
-            .collect::<std::collections::BTreeMap<u64, f64>>()
-    };
-    let (a, b) = (samples(g0), samples(g1));
+    let (a, b) = (
+        report.per_round(g0, server, key),
+        report.per_round(g1, server, key),
+    );
     a.iter()
         .filter_map(|(r, x)| Some(b.get(r)? / x).filter(|_| *x > 0.0))
         .collect()

@@ -225,6 +225,17 @@ impl Report {
             .and_then(|s| s.medians.get(key).copied())
     }
 
+    /// `server`'s `key` in `group`, by the round its sample carries
+    /// (`"round"`): for ratios of one round against the same round.
+    pub fn per_round(&self, group: &str, server: &str, key: &str) -> BTreeMap<u64, f64> {
+        self.series
+            .iter()
+            .filter(|x| x.group == group && x.server == server)
+            .flat_map(|x| x.samples.iter())
+            .filter_map(|m| Some((*m.get("round")? as u64, *m.get(key)?)))
+            .collect()
+    }
+
     /// The best median of `key` in `group` among the peers: rows that are
     /// not spindle's and not the reference.
     pub fn best_peer(&self, group: &str, key: &str) -> Option<f64> {

@@ -4,7 +4,9 @@
 //! HTTP/2 and on every backend; a range fetches only the slices it
 //! touches; a cached object is served while the origin is down, an
 //! uncached one is a 502; a 404 at the origin is a 404; a local file
-//! still wins; bad flags are one error line.
+//! still wins; bad flags are one error line. A large object streams
+//! while its slices are fetched, and one replaced at the origin during a
+//! download ends that download short, never spliced.
 
 mod common;
 
@@ -213,11 +215,12 @@ fn the_origin_down_serves_what_is_cached_and_502s_the_rest() {
 #[test]
 fn over_https_and_http2_the_same_bytes() {
     let origin_root = tempfile::tempdir().unwrap();
-    let big = random_bytes(2 * M as u64 + 17, 4);
+    let big = random_bytes(6 * M as u64 + 17, 4);
     // A file per protocol, so that each goes through a miss: the first
-    // slice awaited, then the response parked for the others.
+    // slice awaited, then the body streamed while the others come from
+    // a slow origin (4 MB/s a fetch), so that it waits for them.
     for proto in ["http1.1", "http2"] {
-        write(origin_root.path(), &format!("{proto}.bin"), &big);
+        write(origin_root.path(), &format!("slow/{proto}.bin"), &big);
     }
     let Some(n) = nginx(origin_root.path()) else {
         return;
@@ -233,7 +236,7 @@ fn over_https_and_http2_the_same_bytes() {
             &edge_args(&origin, cache.path().to_str().unwrap()),
         );
         for proto in ["--http1.1", "--http2"] {
-            let url = format!("https://127.0.0.1:{port}/{}.bin", &proto[2..]);
+            let url = format!("https://127.0.0.1:{port}/slow/{}.bin", &proto[2..]);
             let g = curl(&url, &[proto]);
             let want = if proto == "--http2" {
                 "HTTP/2"
@@ -656,4 +659,90 @@ fn a_crash_and_a_restart_keep_the_cache_warm() {
     let rest = curl(&srv.url("/film.mp4"), &["-r", &format!("{}-", 6 * M)]);
     assert_ne!(rest.status, 206, "{}", rest.head);
     assert!(rest.status >= 500, "{}", rest.head);
+}
+
+/// curl's time to the first body byte and to the last, in seconds.
+fn timed_get(url: &str, out: &Path) -> (f64, f64) {
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-o"])
+        .arg(out)
+        .args(["-w", "%{http_code} %{time_starttransfer} %{time_total}"])
+        .arg(url)
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let v: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(v[0], "200", "{text} {}", String::from_utf8_lossy(&o.stderr));
+    (v[1].parse().unwrap(), v[2].parse().unwrap())
+}
+
+#[test]
+fn a_large_object_streams_while_its_slices_are_fetched() {
+    // 48 MiB from an origin that sends 4 MB/s a connection: its first
+    // byte must not wait for the whole object.
+    let iso = random_bytes(48 * M as u64 + 7, 10);
+    let Some(e) = Edge::start(&[("slow/debian.iso", &iso)], &[]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("iso");
+    let (first, total) = timed_get(&e.srv.url("/slow/debian.iso"), &out);
+    assert!(std::fs::read(&out).unwrap() == iso, "not the file");
+    assert!(
+        first * 3.0 < total,
+        "first byte after {first:.2} s of {total:.2} s: the body waited for the object"
+    );
+    assert_eq!(e.nginx.log().len(), 49, "each slice once");
+}
+
+#[test]
+fn a_file_replaced_at_the_origin_mid_download_is_never_spliced() {
+    let old = random_bytes(48 * M as u64, 11);
+    let new = random_bytes(48 * M as u64, 12);
+    let extra = ["--origin-ttl", "600"];
+    let Some(e) = Edge::start(&[("slow/pool/app.deb", &old)], &extra) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("deb");
+    let url = e.srv.url("/slow/pool/app.deb");
+    let mut client = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-o"])
+        .arg(&out)
+        .arg(&url)
+        .spawn()
+        .expect("curl");
+    // Once its first bytes arrived, the origin's file is replaced (by a
+    // rename, as a mirror sync does), same length, a later mtime.
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) == 0 {
+        assert!(t0.elapsed().as_secs() < 20, "no byte came");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let dst = e.origin_root.path().join("slow/pool/app.deb");
+    let tmp = dst.with_extension("tmp");
+    std::fs::write(&tmp, &new).unwrap();
+    let f = std::fs::File::options().write(true).open(&tmp).unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(10))
+        .unwrap();
+    drop(f);
+    std::fs::rename(&tmp, &dst).unwrap();
+    let status = client.wait().unwrap();
+    let got = std::fs::read(&out).unwrap();
+    // The old version's bytes, cut short: never the new one's after them.
+    assert!(!status.success(), "a whole body of {} bytes", got.len());
+    assert!(got.len() < old.len());
+    assert!(
+        got == old[..got.len()],
+        "bytes that are not the old version's"
+    );
+    let log = e.nginx.log();
+    assert!(
+        log.iter().any(|l| l.ends_with(" 412")),
+        "no slice was refused by If-Match: {log:#?}"
+    );
+    // The old version is dropped: the next request has the new one.
+    let g = curl(&url, &[]);
+    assert_eq!(g.status, 200);
+    assert!(g.body == new, "the new version");
 }

@@ -5,12 +5,16 @@
 //! [`FetchRequest`]. A fresh object in the cache is opened at once; else
 //! the edge's helpers fetch its first slice (which fixes the version and
 //! its length) and the connection waits ([`Waiting::Origin`]). Once the
-//! session has made its response, the slices its body needs are checked:
-//! all stored, it goes; else the response is parked ([`Waiting::Slices`])
-//! while the helpers fetch them, [`SLICES_AHEAD`] at a time, and goes
-//! once they are all there. So a response's head leaves only when every
-//! byte it promises is on disk, of one version: nothing is ever spliced,
-//! and a failure before then is still a clean 5xx.
+//! session has made its response, the slices its body needs are checked.
+//! A body of one range streams: it waits ([`Waiting::Slices`]) only for
+//! the slice of its first byte, then goes while the helpers fetch the
+//! next ones, [`SLICES_AHEAD`] ahead of it; the loop sends only bytes
+//! already on disk ([`Serving::edge_more`]) and waits for the rest. A
+//! multipart body waits until all its slices are stored. Every slice is
+//! of the version the head names (the helpers fetch with `If-Match`), so
+//! nothing is ever spliced: a slice that fails after the head went ends
+//! the response short (the connection closed, or the stream reset),
+//! and one that fails before it is still a clean 5xx.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -66,6 +70,35 @@ pub enum EdgeHold {
         reply: Box<Reply>,
         outstanding: usize,
     },
+    /// Its body of one range is being sent while its later slices are
+    /// fetched: those before `asked_to` have been asked for.
+    Streaming {
+        path: Vec<u8>,
+        obj: Arc<Object>,
+        asked_to: u64,
+        flow: Flow,
+    },
+}
+
+/// How a streaming body's slices are coming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Coming,
+    /// One failed (the origin, the version, or the store): the body ends
+    /// where the stored bytes end.
+    Broken,
+}
+
+/// How much more of a body the loop may send now
+/// ([`Serving::edge_more`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum More {
+    /// This many bytes from the offset asked about (not 0).
+    Now(u64),
+    /// None yet: the loop waits, and is resumed when a slice lands.
+    Wait,
+    /// The rest will never come: the response ends short.
+    Broken,
 }
 
 /// A fetch's answer: now, or through the helpers.
@@ -84,6 +117,22 @@ fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Whether the response's body streams while its slices are fetched: one
+/// range of file bytes (a multipart body waits for all of its slices).
+fn streams(resp: &Response) -> bool {
+    resp.parts.is_empty() && resp.file.is_some_and(|(_, len)| len > 0)
+}
+
+/// The slices the response must have stored before its head goes: the
+/// first of a streaming body; else all its body reads.
+fn slices_before_head(resp: &Response) -> Vec<u64> {
+    let mut needed = needed_slices(resp);
+    if streams(resp) {
+        needed.truncate(1);
+    }
+    needed
 }
 
 /// The slices the response's body reads (of every part), in order, each
@@ -114,6 +163,23 @@ fn found(life: &mut Life, path: Vec<u8>, obj: Arc<Object>) -> Next {
     match life.session.edge_found(EdgeFound { open, meta }) {
         Step::Open(o) => Next::Open(o),
         other => unreachable!("edge_found() gave {other:?}"),
+    }
+}
+
+/// The error log's line for a slice the origin did not give.
+fn warn_failed(path: &[u8], landed: &Landed) {
+    let path = String::from_utf8_lossy(path);
+    match landed {
+        Landed::Stored(_) => {}
+        Landed::Failed(e) => crate::warn!("origin: {}: {e}", path.escape_debug()),
+        Landed::Changed => crate::warn!(
+            "origin: {}: its copy changed while a response read it",
+            path.escape_debug()
+        ),
+        Landed::NotFound | Landed::Uncacheable => crate::warn!(
+            "origin: {}: gone, or no longer cacheable, while a response read it",
+            path.escape_debug()
+        ),
     }
 }
 
@@ -175,7 +241,7 @@ impl Serving {
         let EdgeHold::Found { path, obj } = std::mem::take(&mut life.edge) else {
             return Parking::Ready(reply);
         };
-        let needed = needed_slices(&reply.resp);
+        let needed = slices_before_head(&reply.resp);
         if needed.is_empty() {
             return Parking::Ready(reply);
         }
@@ -214,6 +280,15 @@ impl Serving {
             .take(SLICES_AHEAD)
             .collect();
         if missing.is_empty() {
+            if streams(&reply.resp) {
+                let asked_to = needed.last().map_or(0, |&i| i + 1);
+                life.edge = EdgeHold::Streaming {
+                    path,
+                    obj,
+                    asked_to,
+                    flow: Flow::Coming,
+                };
+            }
             return Some(*reply);
         }
         let side = self.edge_side();
@@ -237,6 +312,53 @@ impl Serving {
         };
         life.await_helper(Waiting::Slices);
         None
+    }
+
+    /// How many of a body's `left` bytes from `off` the loop may send now:
+    /// those on disk without a gap (all of them for a body not the
+    /// edge's). The next [`SLICES_AHEAD`] slices past them are asked for
+    /// (each once); a landing resumes the response
+    /// ([`Serving::slice_wakes`]).
+    pub fn edge_more(&mut self, life: &mut Life, off: u64, left: u64, who: Ticket) -> More {
+        let EdgeHold::Streaming {
+            path,
+            obj,
+            asked_to,
+            flow,
+        } = &mut life.edge
+        else {
+            return More::Now(left);
+        };
+        let n = obj.stored_run(off, left);
+        if n < left && *flow == Flow::Coming {
+            let first = (off + n) / slice::SLICE_SIZE;
+            let end = slice::covering(off..off + left)
+                .end
+                .min(first + SLICES_AHEAD as u64);
+            let side = self.edge.as_ref().expect("an origin is configured");
+            for index in (*asked_to).max(first)..end {
+                if obj.has(index) {
+                    continue;
+                }
+                if !side
+                    .edge
+                    .want(Want::slice(path, index, obj), &side.mailbox, who)
+                {
+                    // Refused (the helpers are full): asked again later,
+                    // unless the body needs it now.
+                    if index == first && n == 0 {
+                        *flow = Flow::Broken;
+                    }
+                    break;
+                }
+                *asked_to = index + 1;
+            }
+        }
+        match (n, *flow) {
+            (0, Flow::Coming) => More::Wait,
+            (0, Flow::Broken) => More::Broken,
+            (n, _) => More::Now(n),
+        }
     }
 
     /// A 503 with `Retry-After` in place of a parked response none of
@@ -274,6 +396,13 @@ impl Serving {
             } else if l.awaits(Waiting::Slices) {
                 self.next_slice(l, done)
             } else {
+                if let EdgeHold::Streaming { path, flow, .. } = &mut l.edge {
+                    if !matches!(done.landed, Landed::Stored(_)) {
+                        warn_failed(path, &done.landed);
+                        *flow = Flow::Broken;
+                    }
+                    self.slice_wakes.push(who);
+                }
                 None
             };
             if let Some(n) = next {
@@ -342,16 +471,11 @@ impl Serving {
             unreachable!("parked without a response");
         };
         if !matches!(done.landed, Landed::Stored(_)) {
-            if let Landed::Failed(e) = &done.landed {
-                crate::warn!(
-                    "origin: {}: {e}",
-                    String::from_utf8_lossy(&path).escape_debug()
-                );
-            }
+            warn_failed(&path, &done.landed);
             return Some(Next::Send(Box::new(self.in_place_of(life))));
         }
         let outstanding = outstanding - 1;
-        let needed = needed_slices(&reply.resp);
+        let needed = slices_before_head(&reply.resp);
         let parked = EdgeHold::Parked {
             path,
             obj,

@@ -40,8 +40,9 @@ mod table;
 pub mod tls;
 
 pub use context::{AcceptGate, Published, Reloadable, ShutdownSignal, WorkerContext};
+pub use edge::More;
 pub use life::{Life, Next, Phase, Waiting};
 pub use serve::{Admitted, Answer, Found, Listed, OpenResult, Reply, Serving};
-pub use steps::{Connection, Steps, Transport};
+pub use steps::{Connection, Steps, Transport, Waited};
 pub use streams::StreamSteps;
 pub use table::{Slots, Ticket};

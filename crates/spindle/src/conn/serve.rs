@@ -118,6 +118,9 @@ pub struct Serving {
     /// resumed on the next tick.
     pub rate: Option<RateLimit>,
     pub throttled: Vec<Ticket>,
+    /// Streaming responses of the edge's one of whose slices landed
+    /// (or failed), resumed when the helpers' answers are taken.
+    pub slice_wakes: Vec<Ticket>,
     /// Shutting down: accepting stopped, responses in flight finish.
     pub draining: bool,
     pub drain_deadline: Option<Instant>,
@@ -182,6 +185,7 @@ impl Serving {
             checks,
             helpers_efd,
             throttled: Vec::new(),
+            slice_wakes: Vec::new(),
             draining: false,
             drain_deadline: None,
             next_scan: Instant::now(),
@@ -480,6 +484,7 @@ impl Serving {
             ctx.log.log(line);
         }
         life.cache_status = None;
+        life.edge = super::edge::EdgeHold::Nothing;
         life.session.sent();
         if self.draining {
             life.session.close();

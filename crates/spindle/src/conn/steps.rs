@@ -103,9 +103,9 @@ pub trait Transport {
     fn proceed(&mut self, who: Ticket);
     /// A configuration reload took effect (`Serving::take_reload`).
     fn reloaded(&mut self);
-    /// A response that waited for the tick (`--limit-rate`) goes on, if
-    /// it still waits.
-    fn resume(&mut self, who: Ticket);
+    /// A response that waited for the tick (`--limit-rate`) or for the
+    /// edge's slices goes on, if it still waits for that.
+    fn resume(&mut self, who: Ticket, waited: Waited);
     /// The connection's deadline passed in `phase`: it goes (or stops
     /// lingering).
     fn expire(&mut self, who: Ticket, phase: Phase, why: Timeout);
@@ -313,15 +313,7 @@ pub trait Steps: Transport {
         self.parts().0.tell_served();
         // --limit-rate: the responses that used their allowance go on.
         let throttled = std::mem::take(&mut self.parts().0.throttled);
-        for who in throttled {
-            let (_, conns) = self.parts();
-            if conns
-                .get(who)
-                .is_some_and(|c| c.life().phase == Phase::Sending)
-            {
-                self.resume(who);
-            }
-        }
+        self.resume_sending(throttled, Waited::Tick);
         let (serve, conns) = self.parts();
         let expired = serve.sweep(conns, now, |c| (c.life(), c.receiving()));
         for (who, phase, why) in expired {
@@ -342,7 +334,32 @@ pub trait Steps: Transport {
         for (who, next) in done {
             self.after_helper(who, next);
         }
+        // The edge's streaming responses whose slices landed.
+        let wakes = std::mem::take(&mut self.parts().0.slice_wakes);
+        self.resume_sending(wakes, Waited::Slices);
     }
+
+    /// Resumes those of `who` still sending a response that waited.
+    fn resume_sending(&mut self, who: Vec<Ticket>, waited: Waited) {
+        for w in who {
+            let (_, conns) = self.parts();
+            if conns
+                .get(w)
+                .is_some_and(|c| c.life().phase == Phase::Sending)
+            {
+                self.resume(w, waited);
+            }
+        }
+    }
+}
+
+/// What a paused response waited for ([`Transport::resume`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// `--limit-rate`'s next tick.
+    Tick,
+    /// The edge's next slice ([`Serving::edge_more`]).
+    Slices,
 }
 
 impl<T: Transport + ?Sized> Steps for T {}

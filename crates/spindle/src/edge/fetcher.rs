@@ -323,7 +323,14 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
     let slice = match s.origin.slice(&want.path, want.index, pinned, t) {
         Ok(Answer::Slice(sl)) => sl,
         Ok(Answer::NotFound) => return Landed::NotFound,
-        Ok(Answer::Changed) => return Landed::Changed,
+        Ok(Answer::Changed) => {
+            // The stored version is no longer the origin's: out, so that
+            // the next request fetches the new one.
+            if let Some(o) = &want.object {
+                s.store.forget_version(o);
+            }
+            return Landed::Changed;
+        }
         Err(e) => {
             c.origin_errors.fetch_add(1, Ordering::Relaxed);
             return Landed::Failed(e.to_string());

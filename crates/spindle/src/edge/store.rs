@@ -89,6 +89,21 @@ impl Object {
         self.words[(index / 64) as usize].load(Ordering::Acquire) & (1 << (index % 64)) != 0
     }
 
+    /// How many of the `len` bytes from `off` are on disk without a gap
+    /// (whole slices from the one holding `off`).
+    pub fn stored_run(&self, off: u64, len: u64) -> u64 {
+        if len == 0 {
+            return 0;
+        }
+        let end = off + len;
+        assert!(end <= self.length(), "{off}+{len} past {}", self.length());
+        let stored_to = slice::covering(off..end)
+            .take_while(|&i| self.has(i))
+            .last()
+            .map_or(off, |i| slice::bytes(i, self.length()).end);
+        stored_to.min(end) - off
+    }
+
     /// The first slice the bytes `range` need that is not on disk.
     pub fn first_missing(&self, range: std::ops::Range<u64>) -> Option<u64> {
         slice::covering(range).find(|&i| !self.has(i))
@@ -343,6 +358,24 @@ impl Store {
     /// Drops `path`'s object (the origin no longer has it).
     pub fn forget(&self, path: &[u8]) {
         let gone = self.lock().remove(&key(path));
+        if let Some(o) = gone {
+            self.unlink(&o);
+        }
+    }
+
+    /// Drops `obj`, if it is still the version the cache holds for its
+    /// path (the origin's copy moved on: the next request fetches anew).
+    pub fn forget_version(&self, obj: &Object) {
+        let mut index = self.lock();
+        if index
+            .objects
+            .get(&obj.key)
+            .is_none_or(|e| e.obj.vid != obj.vid)
+        {
+            return;
+        }
+        let gone = index.remove(&obj.key);
+        drop(index);
         if let Some(o) = gone {
             self.unlink(&o);
         }

@@ -502,9 +502,13 @@ impl<E: Engine> Transport for Worker<E> {
 
     fn reloaded(&mut self) {}
 
-    fn resume(&mut self, who: Ticket) {
+    fn resume(&mut self, who: Ticket, waited: crate::conn::Waited) {
+        let wait = match waited {
+            crate::conn::Waited::Tick => super::Wait::Tick,
+            crate::conn::Waited::Slices => super::Wait::Slices,
+        };
         let c = self.conn(who.slot);
-        if c.tx.as_mut().is_some_and(|t| t.wake(super::Wait::Tick)) {
+        if c.tx.as_mut().is_some_and(|t| t.wake(wait)) {
             self.pump(who.slot);
         }
     }

@@ -108,6 +108,11 @@ struct Tx {
     /// The next file byte to fetch, and how many are left to fetch.
     file_off: u64,
     file_left: u64,
+    /// The body's bytes after `file_left` that may not be read yet: the
+    /// edge's slices still being fetched (`Serving::edge_more`). When
+    /// `file_left` runs out, the stored ones among them move over, or
+    /// the response waits (`Wait::Slices`).
+    withheld: u64,
     body_sent: u64,
     /// How its file bytes travel.
     route: Route,
@@ -254,6 +259,8 @@ enum Wait {
     PoolBuffer,
     /// `--limit-rate`: in `Serving::throttled` for the next tick.
     Tick,
+    /// The edge's next slice: resumed from `Serving::slice_wakes`.
+    Slices,
 }
 
 /// Where the unsent rest of a response's head is.

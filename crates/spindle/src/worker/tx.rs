@@ -14,9 +14,9 @@ use super::{Direct, HeadAt, Mapping, Reopen, Route, Tx, Wait, Worker, SENDFILE_M
 use crate::config::{Cap, FirstMiss};
 use crate::conn::h2::DATA_PREFIX;
 use crate::conn::policy::{changed, truncated, version_holds};
-use crate::conn::Phase;
 use crate::conn::Steps;
 use crate::conn::StreamSteps;
+use crate::conn::{More, Phase};
 use crate::fs;
 use crate::io::{DiskOp, Sub};
 use crate::net;
@@ -93,7 +93,7 @@ fn warn_unmappable(e: &std::io::Error) {
 /// none yet; `false` when the file cannot be mapped (then never again).
 fn map_file(tx: &mut Tx, file: std::os::fd::RawFd) -> bool {
     if let Mapping::Untried = tx.map {
-        tx.map = match fs::FileMap::new(file, tx.file_off + tx.file_left) {
+        tx.map = match fs::FileMap::new(file, tx.file_off + tx.file_left + tx.withheld) {
             Ok(m) => Mapping::Mapped(m),
             Err(e) => {
                 warn_unmappable(&e);
@@ -108,6 +108,7 @@ impl<E: Engine> Worker<E> {
     // ----- transmitting -------------------------------------------------
 
     pub(super) fn start_tx(&mut self, slot: u32, mut resp: Response) {
+        let who = self.who(slot);
         if self.conns.live_at(slot).proto.is_stream() && !resp.continued {
             // An HTTP/2 stream's head goes to its link, as fields.
             let fields = std::mem::take(&mut resp.fields);
@@ -122,7 +123,7 @@ impl<E: Engine> Worker<E> {
         let rate = self.serve.rate;
         let c = self.conns.live_at(slot);
         c.life.sending(&self.serve.ctx, now);
-        let (file_off, file_left) = resp.file.unwrap_or((0, 0));
+        let (file_off, body_left) = resp.file.unwrap_or((0, 0));
         // O_DIRECT belongs to the open file description: only a
         // descriptor that nothing else holds may have it.
         let first_use = c.first_use && c.file.as_ref().is_some_and(|f| Rc::strong_count(f) == 1);
@@ -130,18 +131,24 @@ impl<E: Engine> Worker<E> {
         // takes the READ-into-a-buffer path, never sendfile.
         let tls = c.sends_plaintext();
         let unchecked = resp.version;
+        // The edge's body: only what is on disk may be read now.
+        let file_left = match self.serve.edge_more(&mut c.life, file_off, body_left, who) {
+            More::Now(n) => n,
+            More::Wait | More::Broken => 0,
+        };
         c.tx = Some(Tx {
             resp,
             head_sent: 0,
             head_at: HeadAt::Front,
             file_off,
             file_left,
+            withheld: body_left - file_left,
             body_sent: 0,
             route: if shm {
                 Route::Shm
             } else if !buffers {
                 Route::Blocking
-            } else if file_left < SENDFILE_MIN || tls || !zero_copy {
+            } else if body_left < SENDFILE_MIN || tls || !zero_copy {
                 Route::Buffer
             } else {
                 Route::Sendfile
@@ -200,8 +207,12 @@ impl<E: Engine> Worker<E> {
         if buffered {
             return self.send_buffer(slot);
         }
-        // 3. Done, once every TLS record of it is on the socket.
+        // 3. Done, once every TLS record of it is on the socket (or, for
+        //    the edge, more of it stored).
         if tx.file_left == 0 && tx.ahead.is_none() {
+            if tx.withheld > 0 {
+                return self.release_withheld(slot);
+            }
             if let Some(t) = c.tls.as_mut() {
                 if t.busy() {
                     t.pump_on_drain = true;
@@ -228,6 +239,30 @@ impl<E: Engine> Worker<E> {
         self.read_chunk(slot);
     }
 
+    /// Pump step 3 for the edge's body: the bytes stored since move from
+    /// `withheld` to `file_left` and the response goes on; else it waits
+    /// for a slice (resumed by `Serving::slice_wakes`), or ends short when
+    /// one failed.
+    fn release_withheld(&mut self, slot: u32) {
+        let who = self.who(slot);
+        let c = self.conns.live_at(slot);
+        let tx = c.tx.as_mut().expect("response in progress");
+        debug_assert!(tx.file_left == 0 && tx.withheld > 0);
+        match self
+            .serve
+            .edge_more(&mut c.life, tx.file_off, tx.withheld, who)
+        {
+            More::Now(n) => {
+                debug_assert!(n <= tx.withheld);
+                tx.withheld -= n;
+                tx.file_left = n;
+                self.pump(slot);
+            }
+            More::Wait => tx.wait = Wait::Slices,
+            More::Broken => self.abort(slot),
+        }
+    }
+
     /// Pump step 1: a `SEND` of the head alone (or its records over TLS).
     fn send_head_alone(&mut self, slot: u32, buffered: bool) {
         let c = self.conns.live_at(slot);
@@ -239,7 +274,7 @@ impl<E: Engine> Worker<E> {
             return;
         }
         let h = &tx.resp.front[tx.head_sent..];
-        let more = if tx.file_left > 0 || buffered {
+        let more = if tx.file_left + tx.withheld > 0 || buffered {
             libc::MSG_MORE
         } else {
             0
@@ -283,7 +318,11 @@ impl<E: Engine> Worker<E> {
             self.send_plain(slot, what);
             return;
         }
-        let more = if tx.file_left > 0 { libc::MSG_MORE } else { 0 };
+        let more = if tx.file_left + tx.withheld > 0 {
+            libc::MSG_MORE
+        } else {
+            0
+        };
         // Under --limit-rate, no more than the allowance (the rest of
         // the buffer goes on a later turn).
         let len = match tx.rate {
@@ -692,7 +731,11 @@ impl<E: Engine> Worker<E> {
             c.life.deadline = progress;
         }
         if tx.file_left == 0 {
-            self.finish(self.who(slot));
+            if tx.withheld > 0 {
+                self.release_withheld(slot);
+            } else {
+                self.finish(self.who(slot));
+            }
             return None;
         }
         if r < ready {
