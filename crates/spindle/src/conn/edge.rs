@@ -8,7 +8,8 @@
 //! session has made its response, the slices its body needs are checked.
 //! A body of one range streams: it waits ([`Waiting::Slices`]) only for
 //! the slice of its first byte, then goes while the helpers fetch the
-//! next ones, [`SLICES_AHEAD`] ahead of it; the loop sends only bytes
+//! next ones ahead of it (one, then twice as many each time, up to
+//! [`SLICES_AHEAD`]); the loop sends only bytes
 //! already on disk ([`Serving::edge_more`]) and waits for the rest. A
 //! multipart body waits until all its slices are stored. Every slice is
 //! of the version the head names (the helpers fetch with `If-Match`), so
@@ -71,11 +72,13 @@ pub enum EdgeHold {
         outstanding: usize,
     },
     /// Its body of one range is being sent while its later slices are
-    /// fetched: those before `asked_to` have been asked for.
+    /// fetched: those before `asked_to` have been asked for, `ahead` of
+    /// the stored ones at a time.
     Streaming {
         path: Vec<u8>,
         obj: Arc<Object>,
         asked_to: u64,
+        ahead: u64,
         flow: Flow,
     },
 }
@@ -93,7 +96,8 @@ pub enum Flow {
 /// ([`Serving::edge_more`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum More {
-    /// This many bytes from the offset asked about (not 0).
+    /// This many bytes from the offset asked about (0 only when none
+    /// were asked about).
     Now(u64),
     /// None yet: the loop waits, and is resumed when a slice lands.
     Wait,
@@ -286,6 +290,7 @@ impl Serving {
                     path,
                     obj,
                     asked_to,
+                    ahead: 1,
                     flow: Flow::Coming,
                 };
             }
@@ -316,25 +321,30 @@ impl Serving {
 
     /// How many of a body's `left` bytes from `off` the loop may send now:
     /// those on disk without a gap (all of them for a body not the
-    /// edge's). The next [`SLICES_AHEAD`] slices past them are asked for
-    /// (each once); a landing resumes the response
-    /// ([`Serving::slice_wakes`]).
+    /// edge's). The next slices past them are asked for (each once), one
+    /// at first and twice as many at each call, up to [`SLICES_AHEAD`], as
+    /// the kernel's readahead grows: a player that reads a file's start
+    /// and seeks costs the origin a slice or two, not eight. A landing
+    /// resumes the response ([`Serving::slice_wakes`]).
     pub fn edge_more(&mut self, life: &mut Life, off: u64, left: u64, who: Ticket) -> More {
         let EdgeHold::Streaming {
             path,
             obj,
             asked_to,
+            ahead,
             flow,
         } = &mut life.edge
         else {
             return More::Now(left);
         };
+        if left == 0 {
+            return More::Now(0);
+        }
         let n = obj.stored_run(off, left);
         if n < left && *flow == Flow::Coming {
             let first = (off + n) / slice::SLICE_SIZE;
-            let end = slice::covering(off..off + left)
-                .end
-                .min(first + SLICES_AHEAD as u64);
+            let end = slice::covering(off..off + left).end.min(first + *ahead);
+            *ahead = (*ahead * 2).min(SLICES_AHEAD as u64);
             let side = self.edge.as_ref().expect("an origin is configured");
             for index in (*asked_to).max(first)..end {
                 if obj.has(index) {

@@ -204,8 +204,11 @@ impl Origin {
         let mut last = FetchError::Unreachable("no origin tried".into());
         for url in &self.urls {
             match self.ask(url, "GET", path, &fields, now) {
+                // A 5xx, or an origin gone mid-answer (a node stopped, a
+                // reset): the next origin is asked.
                 Ok(resp) => match read(resp, index, pinned) {
                     Err(FetchError::Status(s)) if s >= 500 => last = FetchError::Status(s),
+                    Err(e @ FetchError::Unreachable(_)) => last = e,
                     done => return done,
                 },
                 Err(e) => last = e,

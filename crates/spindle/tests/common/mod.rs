@@ -3,6 +3,8 @@
 //! HTTP/1.1 client over raw TCP that reports exact bytes.
 #![allow(dead_code)]
 
+pub mod edge;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
