@@ -1,5 +1,6 @@
 //! `--log-format json`: one JSON object per access-log line, with the
-//! request time and where each body came from, on every backend.
+//! request time and where each body came from, on every backend; a
+//! download the client cut off is logged too.
 
 mod common;
 
@@ -17,25 +18,28 @@ fn make_cold(path: &std::path::Path) {
     assert_eq!(rc, 0);
 }
 
+/// spindle on `backend` with one worker (so the lines come in the
+/// order of the requests) and a JSON access log at `log`.
+fn json_logged(backend: &str, root: &std::path::Path, log: &std::path::Path) -> Server {
+    let log = log.to_str().unwrap();
+    let args = [
+        "--workers",
+        "1",
+        "--access-log",
+        log,
+        "--log-format",
+        "json",
+    ];
+    Server::start(backend, root, &args)
+}
+
 #[test]
 fn json_lines_on_every_backend() {
     let root = DocRoot::new(false);
     for b in backends() {
         let log = root.dir.join(format!("../json-{b}.log"));
         let _ = std::fs::remove_file(&log);
-        let srv = Server::start(
-            &b,
-            &root.dir,
-            // One worker: the lines come in the order of the requests.
-            &[
-                "--workers",
-                "1",
-                "--access-log",
-                log.to_str().unwrap(),
-                "--log-format",
-                "json",
-            ],
-        );
+        let srv = json_logged(&b, &root.dir, &log);
         make_cold(&root.path("f1048583"));
         assert_eq!(get(&srv, "/f1048583").status, 200);
         assert_eq!(get(&srv, "/f1048583").status, 200);
@@ -98,4 +102,27 @@ fn a_bad_log_format_gives_one_line_and_exit_1() {
         "combined or json",
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_download_the_client_cuts_off_is_logged() {
+    let root = DocRoot::new(true);
+    for b in backends() {
+        let log = root.dir.join(format!("../cut-{b}.log"));
+        let _ = std::fs::remove_file(&log);
+        let srv = json_logged(&b, &root.dir, &log);
+        // The head and a little of a 64 MiB body, then the client goes.
+        let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+        std::io::Write::write_all(&mut s, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = [0u8; 4096];
+        let n = std::io::Read::read(&mut s, &mut buf).unwrap();
+        assert!(n > 0);
+        drop(s);
+        let lines = wait_log_lines(&log, 1);
+        let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(v["status"], 200, "{b}: {}", lines[0]);
+        assert_eq!(v["outcome"], "cut", "{b}: {}", lines[0]);
+        let bytes = v["bytes"].as_u64().unwrap();
+        assert!(bytes < BIG_SIZE, "{b}: {}", lines[0]);
+    }
 }

@@ -493,6 +493,28 @@ impl Serving {
         life.deadline = now + ctx.cfg.keepalive_timeout;
     }
 
+    /// A response cut off before its last byte (the client went, a send
+    /// failed or timed out, its file changed, the edge's slice failed):
+    /// its access-log line all the same, with the body bytes that went
+    /// and the outcome `cut`, as nginx logs a download the client
+    /// aborted.
+    pub fn cut_off(&self, life: &Life, fd: RawFd, sent: u64, now: Instant) {
+        let ctx = &self.ctx;
+        if !ctx.log.enabled() {
+            return;
+        }
+        let line = log_line(
+            &ctx.cfg,
+            &client_string(&life.session, fd),
+            &life.session,
+            sent,
+            now.saturating_duration_since(life.req_at),
+            "cut",
+            life.cache_status,
+        );
+        ctx.log.log(line);
+    }
+
     // ----- timers, reload and the drain ---------------------------------
 
     /// SIGHUP: takes a new configuration, between requests (reload.rs).

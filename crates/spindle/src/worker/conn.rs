@@ -218,6 +218,9 @@ impl<E: Engine> Worker<E> {
         if c.life.phase == Phase::Closing {
             return;
         }
+        if let (Phase::Sending, Some(tx)) = (c.life.phase, c.tx.as_ref()) {
+            self.serve.cut_off(&c.life, c.fd, tx.body_sent, self.now);
+        }
         if c.proto.is_stream() {
             return self.h2_stream_close(slot);
         }
