@@ -408,7 +408,11 @@ pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
 
 /// Median, min and max of the values of `key` over samples.
 pub fn stats(samples: &[BTreeMap<String, f64>], key: &str) -> Option<(f64, f64, f64)> {
-    let mut v: Vec<f64> = samples.iter().filter_map(|s| s.get(key).copied()).collect();
+    summary(samples.iter().filter_map(|s| s.get(key).copied()).collect())
+}
+
+/// Median, min and max of `v`.
+pub fn summary(mut v: Vec<f64>) -> Option<(f64, f64, f64)> {
     if v.is_empty() {
         return None;
     }

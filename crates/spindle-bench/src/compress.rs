@@ -687,6 +687,9 @@ fn first_request(port: u16, root: &Path, content: &[u8], tag: &str) -> Result<Fi
 }
 
 /// The report's group of a coding.
+/// What the round-by-round table sets against each peer's same round.
+const ROUND_KEYS: [(&str, &str); 2] = [("req_per_sec", "req/s"), ("cpu_s_per_10k", "CPU / req")];
+
 fn group(coding: &str) -> String {
     format!("Accept-Encoding: {coding}, keep-alive")
 }
@@ -1096,56 +1099,11 @@ fn finish_report(
     report.extra_md.push(first_table(&order, &extras.firsts));
     if !report.smoke_test {
         report.extra_md.push(bars(report, codings));
-        report.extra_md.push(round_by_round(report, codings));
+        let groups: Vec<(String, String)> = codings.iter().map(|c| (c.clone(), group(c))).collect();
+        report
+            .extra_md
+            .push(report.round_by_round("coding", &groups, &ROUND_KEYS));
     }
-}
-
-/// Per coding and peer: the baseline's req/s and CPU per request over
-/// the peer's, each round against the same round (the two measured
-/// within minutes of each other), as median (min–max). On a shared
-/// machine whose speed drifts for minutes at a time, these pairs hold
-/// still where the medians of each server's own rounds need not.
-fn round_by_round(report: &Report, codings: &[String]) -> String {
-    let spindle = report.baseline.clone();
-    let mut o = format!(
-        "## Round by round\n\n{spindle} over each peer in the same round, median (min–max) of the rounds' ratios.\n\n\
-         | coding | peer | rounds | req/s ratio | CPU / req ratio |\n|---|---|---:|---:|---:|\n"
-    );
-    let spread = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
-        match v.len() {
-            0 => "–".to_string(),
-            n => format!("{:.2}× ({:.2}–{:.2})", v[n / 2], v[0], v[n - 1]),
-        }
-    };
-    for coding in codings {
-        let g = group(coding);
-        let peers = report
-            .series
-            .iter()
-            .filter(|s| s.group == g && !s.server.starts_with("spindle") && !s.samples.is_empty());
-        for peer in peers {
-            let ratios = |key: &str| -> Vec<f64> {
-                let (a, b) = (
-                    report.per_round(&g, &spindle, key),
-                    report.per_round(&g, &peer.server, key),
-                );
-                a.iter()
-                    .filter_map(|(r, x)| Some(x / b.get(r)?).filter(|v| v.is_finite()))
-                    .collect()
-            };
-            let (rps, cpu) = (ratios("req_per_sec"), ratios("cpu_s_per_10k"));
-            o.push_str(&format!(
-                "| {coding} | {} | {} | {} | {} |\n",
-                peer.server,
-                rps.len(),
-                spread(&rps),
-                spread(&cpu)
-            ));
-        }
-    }
-    o
 }
 
 /// A note per spindle server: how many warm-up passes (and seconds) each
@@ -1475,7 +1433,7 @@ mod tests {
             r.add(&g, "spindle-io-uring", Ok(a));
             r.add(&g, "lighttpd", Ok(b));
         }
-        let md = round_by_round(&r, &["gzip".into()]);
+        let md = r.round_by_round("coding", &[("gzip".into(), g.clone())], &ROUND_KEYS);
         assert!(
             md.contains("| gzip | lighttpd | 3 | 1.10× (1.10–1.10) | 0.83× (0.83–0.83) |"),
             "{md}"

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::common::{stats, Machine};
+use crate::common::{stats, summary, Machine};
 
 /// The measurements of one server in one group (e.g. "keep-alive"), one sample per round.
 #[derive(Debug, Clone, Serialize)]
@@ -234,6 +234,55 @@ impl Report {
             .flat_map(|x| x.samples.iter())
             .filter_map(|m| Some((*m.get("round")? as u64, *m.get(key)?)))
             .collect()
+    }
+
+    /// The baseline over each peer, each round against the same round
+    /// (the two measured within minutes of each other), as median
+    /// (min–max) of the rounds' ratios of each of `keys` (key, label): a
+    /// Markdown table with a row per group (`groups`: its label under
+    /// `column`, its name) and peer. On a machine whose speed drifts for
+    /// minutes at a time, these pairs hold still where the medians of
+    /// each server's own rounds need not.
+    pub fn round_by_round(
+        &self,
+        column: &str,
+        groups: &[(String, String)],
+        keys: &[(&str, &str)],
+    ) -> String {
+        let base = &self.baseline;
+        let mut o = format!(
+            "## Round by round\n\n{base} over each peer in the same round, median (min–max) of the rounds' ratios.\n\n| {column} | peer | rounds |"
+        );
+        for (_, label) in keys {
+            o.push_str(&format!(" {label} ratio |"));
+        }
+        o.push_str(&format!("\n|---|---|---:|{}\n", "---:|".repeat(keys.len())));
+        for (label, g) in groups {
+            let peers = self.series.iter().filter(|s| {
+                s.group == *g && !s.server.starts_with("spindle") && !s.samples.is_empty()
+            });
+            for peer in peers {
+                let ratios = |key: &str| -> Vec<f64> {
+                    let (a, b) = (
+                        self.per_round(g, base, key),
+                        self.per_round(g, &peer.server, key),
+                    );
+                    a.iter()
+                        .filter_map(|(r, x)| Some(x / b.get(r)?).filter(|v| v.is_finite()))
+                        .collect()
+                };
+                let rounds = ratios(keys[0].0).len();
+                o.push_str(&format!("| {label} | {} | {rounds} |", peer.server));
+                for (key, _) in keys {
+                    o.push_str(&match summary(ratios(key)) {
+                        Some((med, lo, hi)) => format!(" {med:.2}× ({lo:.2}–{hi:.2}) |"),
+                        None => " – |".into(),
+                    });
+                }
+                o.push('\n');
+            }
+        }
+        o
     }
 
     /// The best median of `key` in `group` among the peers: rows that are

@@ -466,23 +466,12 @@ impl Serving {
         if let Some(why) = life.session.refusal() {
             ctx.metrics.refused(why);
         }
-        if ctx.log.enabled() {
-            let outcome = if resp.file.is_none() {
-                "memory"
-            } else {
-                outcome
-            };
-            let line = log_line(
-                &ctx.cfg,
-                &client_string(&life.session, fd),
-                &life.session,
-                resp.body_len,
-                now.saturating_duration_since(life.req_at),
-                outcome,
-                life.cache_status,
-            );
-            ctx.log.log(line);
-        }
+        let outcome = if resp.file.is_none() {
+            "memory"
+        } else {
+            outcome
+        };
+        self.log(life, fd, resp.body_len, outcome, now);
         life.cache_status = None;
         life.edge = super::edge::EdgeHold::Nothing;
         life.session.sent();
@@ -499,6 +488,11 @@ impl Serving {
     /// and the outcome `cut`, as nginx logs a download the client
     /// aborted.
     pub fn cut_off(&self, life: &Life, fd: RawFd, sent: u64, now: Instant) {
+        self.log(life, fd, sent, "cut", now);
+    }
+
+    /// The request's access-log line, if there is a log.
+    fn log(&self, life: &Life, fd: RawFd, bytes: u64, outcome: &'static str, now: Instant) {
         let ctx = &self.ctx;
         if !ctx.log.enabled() {
             return;
@@ -507,9 +501,9 @@ impl Serving {
             &ctx.cfg,
             &client_string(&life.session, fd),
             &life.session,
-            sent,
+            bytes,
             now.saturating_duration_since(life.req_at),
-            "cut",
+            outcome,
             life.cache_status,
         );
         ctx.log.log(line);

@@ -357,25 +357,25 @@ impl Store {
 
     /// Drops `path`'s object (the origin no longer has it).
     pub fn forget(&self, path: &[u8]) {
-        let gone = self.lock().remove(&key(path));
-        if let Some(o) = gone {
-            self.unlink(&o);
-        }
+        self.drop_where(&key(path), |_| true);
     }
 
     /// Drops `obj`, if it is still the version the cache holds for its
     /// path (the origin's copy moved on: the next request fetches anew).
     pub fn forget_version(&self, obj: &Object) {
-        let mut index = self.lock();
-        if index
-            .objects
-            .get(&obj.key)
-            .is_none_or(|e| e.obj.vid != obj.vid)
-        {
-            return;
-        }
-        let gone = index.remove(&obj.key);
-        drop(index);
+        self.drop_where(&obj.key, |held| held.vid == obj.vid);
+    }
+
+    /// Removes `key`'s object from the index if `which` says so, and
+    /// unlinks its files once the lock is let go.
+    fn drop_where(&self, key: &str, which: impl Fn(&Object) -> bool) {
+        let gone = {
+            let mut index = self.lock();
+            match index.objects.get(key) {
+                Some(e) if which(&e.obj) => index.remove(key),
+                _ => None,
+            }
+        };
         if let Some(o) = gone {
             self.unlink(&o);
         }

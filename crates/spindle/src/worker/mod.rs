@@ -55,6 +55,7 @@ mod pool;
 mod probe;
 mod read;
 mod ring;
+mod sendfile;
 mod tls;
 mod tx;
 mod wire;
