@@ -3,8 +3,13 @@
 //! same descriptor for up to `open-file-cache-valid` seconds, which saves
 //! the `openat2`, `fcntl` and `close` of every request. Then the path is
 //! opened again; if it still names the same file with the same metadata,
-//! the entry lives on for another period with its descriptor and its
-//! watch (as nginx revalidates), and only the new descriptor is closed.
+//! the entry lives on for another period with its descriptor, its watch
+//! and its contents (as nginx revalidates), and only the new descriptor
+//! is closed. One request opens the path; the others meanwhile (for at
+//! most [`REOPEN_WAIT`]) are served from the entry, still watched: under
+//! load a hot path is asked for many times while its open is in flight,
+//! and each used to open it again (11,000 opens in 6 s at 120K req/s over
+//! 1,100 paths, where 660 expiries called for 660).
 //!
 //! **Metadata and small contents, validated by inotify.** Each entry keeps
 //! the file's `fstat` result and, for files of at most [`SMALL_FILE_MAX`]
@@ -53,6 +58,11 @@ use crate::fs;
 /// ones go through the driver's sendfile or read path.
 pub const SMALL_FILE_MAX: u64 = 16 * 1024;
 
+/// How long the lookups of an expired entry are served from it while the
+/// one request that asked for its reopen waits for the open; after that
+/// the next lookup asks again.
+pub const REOPEN_WAIT: Duration = Duration::from_secs(1);
+
 /// Attempts to read a small file's contents from the page cache, per
 /// entry. More than one: `RWF_NOWAIT` sometimes fails on pages that are
 /// cached (on 1,000 freshly warmed 1 KiB files, 14% failed once and then
@@ -96,6 +106,8 @@ struct Entry {
     dev: u64,
     /// When the entry was opened or last revalidated.
     opened: Instant,
+    /// Expired, when a lookup last asked for the path to be opened again.
+    reopen_asked: Option<Instant>,
     gen: u64,
 }
 
@@ -210,8 +222,17 @@ impl OpenFileCache {
         if stale && e.wd.is_some() {
             // Expired: the path must be opened again, but the entry stays
             // until then, so that an open that finds the same file only
-            // revalidates it (see `insert`).
-            return None;
+            // revalidates it (see `insert`), and serves the lookups that
+            // come while that open is in flight. An open that fails drops
+            // it (`forget`).
+            let asked = e
+                .reopen_asked
+                .filter(|t| now.duration_since(*t) < REOPEN_WAIT);
+            if asked.is_none() {
+                e.reopen_asked = Some(now);
+                return None;
+            }
+            stale = false;
         }
         if !stale && e.wd.is_none() {
             match fs::file_meta_nlink(e.fd.as_raw_fd()) {
@@ -296,6 +317,7 @@ impl OpenFileCache {
             wd,
             dev,
             opened: now,
+            reopen_asked: None,
             gen,
         };
         if wd.is_some() {
@@ -308,9 +330,12 @@ impl OpenFileCache {
     }
 
     /// Renews the watched entry for `path` (see `insert`): it moves to the
-    /// back of the eviction order under a new generation, and its small
-    /// contents are read again, so that they are never older than the
-    /// validity period, as after a reopen.
+    /// back of the eviction order under a new generation. Its small
+    /// contents stay: the file is the same inode with the same size and
+    /// modification time, and inotify reported no write (a write through
+    /// a shared `mmap` changes the modification time, so it is not
+    /// revalidated but replaced). Contents not read yet get their tries
+    /// again.
     fn revalidate(&mut self, path: &[u8], now: Instant) -> Option<Rc<[u8]>> {
         self.next_gen += 1;
         let gen = self.next_gen;
@@ -318,11 +343,11 @@ impl OpenFileCache {
         let wd = e.wd.expect("only watched entries are revalidated");
         let old = std::mem::replace(&mut e.gen, gen);
         e.opened = now;
-        if let Some(b) = e.body.take() {
-            self.body_bytes -= b.len();
+        e.reopen_asked = None;
+        if e.body.is_none() {
+            e.body_tries = 1;
+            e.body = load_body(e, &mut self.body_bytes, self.body_budget);
         }
-        e.body_tries = 1;
-        e.body = load_body(e, &mut self.body_bytes, self.body_budget);
         let body = e.body.clone();
         let keys = self.watches.get_mut(&wd).expect("a watched entry's watch");
         let k = keys
@@ -357,6 +382,12 @@ impl OpenFileCache {
         if let Some(b) = &e.body {
             self.body_bytes -= b.len();
         }
+    }
+
+    /// Drops the entry for `path`: its open found nothing, or not a
+    /// regular file, or one kept out of the cache.
+    pub fn forget(&mut self, path: &[u8]) {
+        self.remove(path);
     }
 
     /// Drops the entry for `key` and its share of a watch.
@@ -511,13 +542,52 @@ mod tests {
         std::fs::create_dir(d.join("sub")).unwrap();
         std::fs::write(&p, vec![8u8; 20 << 10]).unwrap();
         c.batch();
-        assert!(c.lookup(b"sub/f", later(22)).is_none());
+        let meanwhile = c.lookup(b"sub/f", later(22)).unwrap().unwrap();
+        assert!(
+            Rc::ptr_eq(meanwhile.fd.as_ref().unwrap(), &first),
+            "served from the entry while its reopen is in flight"
+        );
+        drop(meanwhile);
         let (other, meta, dev) = open(&p);
         c.insert(b"sub/f", other.clone(), meta, dev, later(22));
         let hit = c.lookup(b"sub/f", later(23)).unwrap().unwrap();
         assert!(Rc::ptr_eq(hit.fd.as_ref().unwrap(), &other), "replaced");
         assert_eq!(c.watches.len(), 1, "the old file's watch is gone");
         assert_eq!(Rc::strong_count(&first), 1, "the old descriptor is let go");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_expired_path_is_opened_once_and_served_meanwhile() {
+        let d = tmpdir("reopen");
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut c = OpenFileCache::new(100, Duration::from_secs(10), 1 << 20);
+        let p = d.join("f");
+        std::fs::write(&p, b"small").unwrap();
+        let (fd, meta, dev) = open(&p);
+        c.insert(b"f", fd, meta, dev, t0);
+        assert!(c.lookup(b"f", at(10_000)).is_none(), "expired: open it");
+        for ms in [10_001, 10_500, 10_999] {
+            let hit = c.lookup(b"f", at(ms)).unwrap().unwrap();
+            assert_eq!(hit.body.as_deref(), Some(&b"small"[..]), "meanwhile");
+        }
+        assert!(
+            c.lookup(b"f", at(11_000)).is_none(),
+            "no open came back within REOPEN_WAIT: ask again"
+        );
+        // The open comes back with the same file: revalidated, the
+        // contents kept (not read again), valid for another period.
+        let (again, meta, dev) = open(&p);
+        let body = c.insert(b"f", again, meta, dev, at(11_001));
+        assert_eq!(body.as_deref(), Some(&b"small"[..]));
+        assert_eq!(c.body_bytes(), 5);
+        assert!(c.lookup(b"f", at(20_000)).is_some());
+        assert!(c.lookup(b"f", at(21_001)).is_none(), "expired again");
+        // An open that found nothing (or kept the file out) ends the entry.
+        c.forget(b"f");
+        assert!(c.lookup(b"f", at(21_002)).is_none());
+        assert_eq!((c.len(), c.body_bytes(), c.watches.len()), (0, 0, 0));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -33,6 +33,9 @@ pub struct Found {
     dev: Option<u64>,
     /// Just opened (not from the cache): a regular file may enter it.
     fresh: bool,
+    /// The answer of an open (not of the cache): when it does not enter
+    /// the cache, what the cache holds for the path is dropped.
+    from_open: bool,
 }
 
 impl Found {
@@ -45,8 +48,12 @@ impl Found {
                 file: Some(Rc::new(fd)),
                 body: None,
                 dev: Some(dev),
+                from_open: true,
             },
-            Err(e) => Found::failed(e),
+            Err(e) => Found {
+                from_open: true,
+                ..Found::failed(e)
+            },
         }
     }
 
@@ -57,6 +64,7 @@ impl Found {
             body: None,
             dev: None,
             fresh: false,
+            from_open: false,
         }
     }
 }
@@ -241,6 +249,7 @@ impl Serving {
                 body: h.body,
                 dev: Some(h.dev),
                 fresh: false,
+                from_open: false,
             },
             Err(e) => Found::failed(crate::fs::open_error(e)),
         })
@@ -265,6 +274,7 @@ impl Serving {
             mut body,
             dev,
             fresh,
+            from_open,
         } = found;
         let meta = result.as_ref().ok().copied();
         let small = meta
@@ -290,6 +300,12 @@ impl Serving {
             }
             _ => false,
         };
+        if from_open && (first_use || !fresh) {
+            // An expired entry waits for its path's open (filecache.rs):
+            // one that found nothing, or something else, or a file kept
+            // out of the cache, ends it.
+            self.files.forget(&req.cache_key());
+        }
         let mut resp = match step {
             Step::Respond(r) => r,
             Step::Open(next) => return Answer::Open(next),
