@@ -209,6 +209,24 @@ pub fn inspect_opened(fd: RawFd) -> io::Result<(FileMeta, u64)> {
     Ok((meta, dev))
 }
 
+/// Frees `len` bytes of `fd`'s file from `off` (`fallocate` with
+/// `PUNCH_HOLE`, keeping its size): they read as zeros after.
+pub fn punch_hole(fd: RawFd, off: u64, len: u64) -> io::Result<()> {
+    // SAFETY: fallocate on a descriptor the caller owns; no pointers.
+    let r = unsafe {
+        libc::fallocate(
+            fd,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Turns `O_DIRECT` on or off for an open regular file (`fcntl(F_SETFL)`;
 /// `O_NONBLOCK` was already cleared by [`inspect_opened`]). Reads then
 /// bypass the page cache: they go from the disk straight into the caller's

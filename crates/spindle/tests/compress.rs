@@ -525,22 +525,9 @@ fn a_cache_that_cannot_be_written_costs_a_warning_not_a_response() {
     let root = tempfile::tempdir().unwrap();
     let body = text(30_000, 7);
     std::fs::write(root.path().join("a.txt"), &body).unwrap();
-    // A cache on a file system with no room: a 64 KiB tmpfs filled up.
+    // A cache on a file system with no room.
     let cache = tempfile::tempdir().unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(cache.path())
-        .status()
-        .expect("mount");
-    assert!(st.success(), "mount a tmpfs (the tests run as root)");
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _u = Unmount(cache.path());
-    std::fs::write(cache.path().join("filler"), vec![1u8; 64 * 1024]).ok();
+    let _full = FullDisk::mount(cache.path());
     let (srv, port) = start("io-uring", root.path(), cache.path(), &[]);
     let url = srv.url("/a.txt");
     for _ in 0..20 {

@@ -22,6 +22,7 @@ impl Replica {
         blkio: Option<&Blkio>,
         cpu: Option<&str>,
         work: &Path,
+        extra: &[String],
     ) -> Result<Replica> {
         let exe = std::env::current_exe()?;
         let addr = net.replica_addr(k);
@@ -48,10 +49,11 @@ impl Replica {
                 &net.host_addr(k).to_string(),
                 "--metrics",
                 &format!("{addr}:{METRICS_PORT}"),
-                &root.display().to_string(),
             ]
             .map(String::from),
         );
+        argv.extend(extra.iter().cloned());
+        argv.push(root.display().to_string());
         let blk = blkio
             .map(|b| b.procs().display().to_string())
             .unwrap_or_default();
@@ -114,12 +116,14 @@ impl Drop for Replica {
     }
 }
 
-/// A replica's counters from its metrics listener: (2xx responses, body bytes, disk reads).
+/// A replica's counters from its metrics listener: 2xx responses, body
+/// bytes, disk reads, and (an edge's) body bytes fetched from its origin.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Counters {
     pub(super) ok: f64,
     pub(super) body: f64,
     pub(super) reads: f64,
+    pub(super) origin: f64,
 }
 
 pub(super) fn scrape(addr: Ipv4Addr) -> Result<Counters> {
@@ -146,6 +150,8 @@ pub(super) fn scrape(addr: Ipv4Addr) -> Result<Counters> {
             c.body += val();
         } else if l.starts_with("spindle_disk_reads_total{") {
             c.reads += val();
+        } else if l.starts_with("spindle_edge_origin_bytes_total ") {
+            c.origin += val();
         }
     }
     Ok(c)
@@ -171,7 +177,9 @@ pub(super) struct ServerStat {
 }
 
 impl Haproxy {
-    pub(super) fn start(mode: &str, net: &Net, work: &Path) -> Result<Haproxy> {
+    /// HAProxy in `mode` (`uri`: by uri, consistent; else round robin)
+    /// over the first `n` replicas.
+    pub(super) fn start(mode: &str, net: &Net, work: &Path, n: usize) -> Result<Haproxy> {
         let port = sys::free_port()?;
         let sock = work.join(format!("haproxy-{mode}.sock"));
         let _ = std::fs::remove_file(&sock);
@@ -181,7 +189,7 @@ impl Haproxy {
             "balance roundrobin"
         };
         let mut servers = String::new();
-        for k in 0..REPLICAS {
+        for k in 0..n {
             servers.push_str(&format!(
                 "    server r{k} {}:{HTTP_PORT} send-proxy-v2 check check-send-proxy inter 200ms fall 2 rise 2\n",
                 net.replica_addr(k)
@@ -233,7 +241,7 @@ backend replicas\n    {balance}\n    option httpchk GET /healthz\n    http-check
             }
             let up = h
                 .stats()
-                .map(|s| s.len() == REPLICAS && s.iter().all(|x| x.status.starts_with("UP")))
+                .map(|s| s.len() == n && s.iter().all(|x| x.status.starts_with("UP")))
                 .unwrap_or(false);
             if up && TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(h);

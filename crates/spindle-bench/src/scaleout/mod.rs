@@ -12,6 +12,10 @@
 //! 1 − bytes its cgroup read from the disk (blkio) / body bytes it served
 //! (its `--metrics`).
 //!
+//! `--edge` (edge.rs): the replicas are caching edges in front of one
+//! origin instead, and the measure is their hit ratio, one edge against
+//! three by uri.
+//!
 //! Then failover: during a uri-hash run, the replica serving a large download is
 //! SIGKILLed mid-body; clients fetching beside it retry failed fetches, and the
 //! download resumes with `Range: bytes=N-` and must end with every byte.
@@ -36,6 +40,7 @@ use crate::servers::which;
 use crate::sys;
 
 mod client;
+mod edge;
 mod fleet;
 mod net;
 
@@ -122,6 +127,14 @@ pub struct ScaleoutArgs {
     /// Small scale, one round, seconds: a smoke test.
     #[arg(long)]
     pub quick: bool,
+    /// The edge tier instead (edge.rs): caching edges in front of one
+    /// origin (Debian's nginx), one edge against three by uri, hit ratio.
+    #[arg(long)]
+    pub edge: bool,
+    /// With --edge: each edge's --cache-size (the working set is about
+    /// 2.7× this by default).
+    #[arg(long, default_value = "560m")]
+    pub edge_cache: String,
 }
 
 const COLUMNS: [Column; 10] = [
@@ -226,11 +239,12 @@ fn expected_digest(name: &str, size: u64) -> u64 {
     h
 }
 
-/// Makes (or finds complete) the three copies of the content: the working set,
-/// the big file and `healthz`. Returns the replica roots.
-fn ensure_content(data: &Path, p: &Plan) -> Result<Vec<PathBuf>> {
+/// Makes (or finds complete) `copies` copies of the content: the working set,
+/// the big file and `healthz`. Returns their roots (the replicas', or with
+/// `--edge` the origin's).
+fn ensure_content(data: &Path, p: &Plan, copies: usize) -> Result<Vec<PathBuf>> {
     let base = data.join(format!("scaleout-{}-{}", p.file_size, p.files));
-    let roots: Vec<PathBuf> = (0..REPLICAS).map(|k| base.join(format!("r{k}"))).collect();
+    let roots: Vec<PathBuf> = (0..copies).map(|k| base.join(format!("r{k}"))).collect();
     let paths = p.paths();
     let stamp = format!("{} {} {}\n", p.files, p.file_size, p.big);
     for root in &roots {
@@ -306,9 +320,10 @@ fn bring_up(env: &Env, mode: &str) -> Result<Up> {
             env.blkios[k].as_ref(),
             cpu.as_deref(),
             env.work,
+            &[],
         )?);
     }
-    let haproxy = Haproxy::start(mode, env.net, env.work)?;
+    let haproxy = Haproxy::start(mode, env.net, env.work, REPLICAS)?;
     Ok(Up { haproxy, replicas })
 }
 
@@ -333,29 +348,12 @@ fn one_run(
     urls_paths: &[String],
 ) -> Result<BTreeMap<String, f64>> {
     let up = bring_up(env, mode)?;
-    let urls = env.work.join("urls");
-    common::write_urls(&urls, up.haproxy.port, urls_paths)?;
-    let mut load = Load {
-        rate: None,
-        urls,
-        parallel: p.parallel,
-        end: End::Seconds(p.warmup),
-        keepalive: true,
-        idle: 0,
-        timeout_secs: 60,
-        tls: None,
-    };
-    common::run_load(&load, env.work, "warmup")?;
     let dev = sys::block_device_of(&env.roots[0]);
-    let d0 = dev.as_deref().and_then(sys::disk_counters);
-    let s0 = snapshot(env, &up)?;
-    let h0 = up.haproxy.stats()?;
-    load.end = End::Seconds(p.seconds);
-    let v = common::run_load(&load, env.work, "measured")?;
-    let s1 = snapshot(env, &up)?;
-    let h1 = up.haproxy.stats()?;
-    let d1 = dev.as_deref().and_then(sys::disk_counters);
-    let mut m = common::load_metrics(&v);
+    let (mut m, (s0, h0, d0), (s1, h1, d1)) =
+        warm_then_measure(env, p, up.haproxy.port, urls_paths, || {
+            let d = dev.as_deref().and_then(sys::disk_counters);
+            Ok((snapshot(env, &up)?, up.haproxy.stats()?, d))
+        })?;
     let secs = m.get("seconds").copied().unwrap_or(p.seconds).max(1e-9);
     let (mut body, mut disk) = (0.0, 0.0);
     for k in 0..REPLICAS {
@@ -386,6 +384,36 @@ fn one_run(
     Ok(m)
 }
 
+/// The load through HAProxy at `port`: a warm-up pass (the caches fill),
+/// then the measured pass, with `snap` taken just before and just after
+/// it. Returns the measured pass's metrics and the two snapshots.
+fn warm_then_measure<S>(
+    env: &Env,
+    p: &Plan,
+    port: u16,
+    paths: &[String],
+    mut snap: impl FnMut() -> Result<S>,
+) -> Result<(BTreeMap<String, f64>, S, S)> {
+    let urls = env.work.join("urls");
+    common::write_urls(&urls, port, paths)?;
+    let mut load = Load {
+        rate: None,
+        urls,
+        parallel: p.parallel,
+        end: End::Seconds(p.warmup),
+        keepalive: true,
+        idle: 0,
+        timeout_secs: 60,
+        tls: None,
+    };
+    common::run_load(&load, env.work, "warmup")?;
+    let before = snap()?;
+    load.end = End::Seconds(p.seconds);
+    let v = common::run_load(&load, env.work, "measured")?;
+    let after = snap()?;
+    Ok((common::load_metrics(&v), before, after))
+}
+
 fn loadavg1() -> f64 {
     common::loadavg()
         .split_whitespace()
@@ -406,7 +434,7 @@ pub fn run(a: ScaleoutArgs) -> Result<()> {
         }
     }
     let p = Plan::new(&a)?;
-    let roots = ensure_content(&a.data, &p)?;
+    let roots = ensure_content(&a.data, &p, if a.edge { 1 } else { REPLICAS })?;
     let paths = p.paths();
     let pid = std::process::id();
     let dev = sys::block_device_of(&roots[0]);
@@ -459,6 +487,14 @@ pub fn run(a: ScaleoutArgs) -> Result<()> {
         ),
     );
     let ws = p.working_set();
+    if a.edge {
+        machine.cgroup_limit = Some(format!(
+            "{} MiB (cgroup v{}), one per edge",
+            p.cgroup >> 20,
+            mems[0].version
+        ));
+        return edge::run(&a, &p, &env, &paths, machine);
+    }
     machine.cgroup_limit = Some(format!(
         "3 × {} MiB (cgroup v{}), one per replica; working set {:.2} GB = {:.2}× one, {:.2}× the three",
         p.cgroup >> 20,
@@ -524,37 +560,23 @@ pub fn run(a: ScaleoutArgs) -> Result<()> {
         ws as f64 / 1e9,
         ws as f64 / p.cgroup as f64
     );
-    let progress = Progress::new(u64::from(p.rounds) * 2, "scaleout");
-    for round in 0..p.rounds as usize {
-        for mode in common::rotated(&MODES, round) {
-            progress.start(format!("round {} {mode}", round + 1));
-            let r = one_run(&env, &p, mode, &paths);
-            let line = match &r {
-                Ok(m) => format!(
-                    "round {} {mode:<10} {:>8.0} fetches/s  hit {:.3} ({:.3} {:.3} {:.3})  p99 {:.1} ms  disk {:.0} MB/s",
-                    round + 1,
-                    m.get("fetches_per_sec").unwrap_or(&0.0),
-                    m.get("hit_ratio").unwrap_or(&0.0),
-                    m.get("hit_r0").unwrap_or(&0.0),
-                    m.get("hit_r1").unwrap_or(&0.0),
-                    m.get("hit_r2").unwrap_or(&0.0),
-                    m.get("fetch_ms_p99").unwrap_or(&0.0),
-                    m.get("disk_mb_per_sec").unwrap_or(&0.0),
-                ),
-                Err(e) => format!("round {} {mode}: {e:#}", round + 1),
-            };
-            report.add(
-                &group,
-                mode,
-                r.map(|mut m| {
-                    m.insert("round".into(), (round + 1) as f64);
-                    m
-                }),
-            );
-            progress.done(line);
-        }
-    }
-    progress.finish();
+    in_rounds(&mut report, &group, p.rounds, &MODES, "scaleout", |mode| {
+        let r = one_run(&env, &p, mode, &paths);
+        let line = r.as_ref().map(|m| {
+            format!(
+                "{mode:<10} {:>8.0} fetches/s  hit {:.3} ({:.3} {:.3} {:.3})  p99 {:.1} ms  disk {:.0} MB/s",
+                m.get("fetches_per_sec").unwrap_or(&0.0),
+                m.get("hit_ratio").unwrap_or(&0.0),
+                m.get("hit_r0").unwrap_or(&0.0),
+                m.get("hit_r1").unwrap_or(&0.0),
+                m.get("hit_r2").unwrap_or(&0.0),
+                m.get("fetch_ms_p99").unwrap_or(&0.0),
+                m.get("disk_mb_per_sec").unwrap_or(&0.0),
+            )
+        })
+        .unwrap_or_default();
+        (r, line)
+    });
     if !report.smoke_test {
         report.extra_md.push(verdict(&report, &group));
     }
@@ -589,6 +611,39 @@ pub fn run(a: ScaleoutArgs) -> Result<()> {
     drop(blkios);
     drop(mems);
     Ok(())
+}
+
+/// `rounds` rounds of every mode of `modes` (the order rotated by round),
+/// each `run(mode)`'s sample (and its progress line) added to `group`.
+fn in_rounds(
+    report: &mut Report,
+    group: &str,
+    rounds: u32,
+    modes: &[&str],
+    what: &str,
+    mut run: impl FnMut(&str) -> (Result<BTreeMap<String, f64>>, String),
+) {
+    let progress = Progress::new(u64::from(rounds) * modes.len() as u64, what);
+    for round in 0..rounds as usize {
+        for mode in common::rotated(modes, round) {
+            progress.start(format!("round {} {mode}", round + 1));
+            let (r, line) = run(mode);
+            let line = match &r {
+                Ok(_) => format!("round {} {line}", round + 1),
+                Err(e) => format!("round {} {mode}: {e:#}", round + 1),
+            };
+            report.add(
+                group,
+                mode,
+                r.map(|mut m| {
+                    m.insert("round".into(), (round + 1) as f64);
+                    m
+                }),
+            );
+            progress.done(line);
+        }
+    }
+    progress.finish();
 }
 
 /// The bar: uri hashing ≥ 1.5× round robin's fetches/s, with the rounds paired.

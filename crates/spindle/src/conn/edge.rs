@@ -18,6 +18,7 @@
 //! and one that fails before it is still a clean 5xx.
 
 use std::ffi::CString;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use spindle_core::edge::EDGE_ROOT;
 use spindle_core::{EdgeFound, FetchRequest, OpenRequest, Response, Step};
 
 use super::life::{Life, Next, Waiting};
-use super::serve::{Reply, Serving};
+use super::serve::{Found, Reply, Serving};
 use super::table::{Slots, Ticket};
 use crate::edge::fetcher::{Done, Landed, Want};
 use crate::edge::store::Object;
@@ -63,11 +64,11 @@ pub enum EdgeHold {
         tries: u8,
     },
     /// Found: its cache file is being opened, or its response made.
-    Found { path: Vec<u8>, obj: Arc<Object> },
+    Found { path: Vec<u8>, obj: Reader },
     /// Its response waits for `outstanding` slices.
     Parked {
         path: Vec<u8>,
-        obj: Arc<Object>,
+        obj: Reader,
         reply: Box<Reply>,
         outstanding: usize,
     },
@@ -76,11 +77,39 @@ pub enum EdgeHold {
     /// the stored ones at a time.
     Streaming {
         path: Vec<u8>,
-        obj: Arc<Object>,
+        obj: Reader,
         asked_to: u64,
         ahead: u64,
         flow: Flow,
     },
+}
+
+/// A request's hold on the object it answers from. A pass-through
+/// object (scratch.rs) counts its readers: the fetcher counted this one
+/// when it handed the object over, and it is let go here, so that only a
+/// lone reader frees what it has sent.
+pub struct Reader(Arc<Object>);
+
+impl Reader {
+    /// Takes over `obj` as handed to this request.
+    fn adopt(obj: Arc<Object>) -> Reader {
+        Reader(obj)
+    }
+}
+
+impl std::ops::Deref for Reader {
+    type Target = Arc<Object>;
+    fn deref(&self) -> &Arc<Object> {
+        &self.0
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Some(sc) = &self.0.scratch {
+            sc.leave();
+        }
+    }
 }
 
 /// How a streaming body's slices are coming.
@@ -163,7 +192,10 @@ fn found(life: &mut Life, path: Vec<u8>, obj: Arc<Object>) -> Next {
         root: EDGE_ROOT,
     };
     let meta = obj.meta.clone();
-    life.edge = EdgeHold::Found { path, obj };
+    life.edge = EdgeHold::Found {
+        path,
+        obj: Reader::adopt(obj),
+    };
     match life.session.edge_found(EdgeFound { open, meta }) {
         Step::Open(o) => Next::Open(o),
         other => unreachable!("edge_found() gave {other:?}"),
@@ -180,8 +212,12 @@ fn warn_failed(path: &[u8], landed: &Landed) {
             "origin: {}: its copy changed while a response read it",
             path.escape_debug()
         ),
-        Landed::NotFound | Landed::Uncacheable => crate::warn!(
-            "origin: {}: gone, or no longer cacheable, while a response read it",
+        Landed::NotFound => crate::warn!(
+            "origin: {}: gone while a response read it",
+            path.escape_debug()
+        ),
+        Landed::Busy => crate::warn!(
+            "origin: {}: {landed}; the response ends short",
             path.escape_debug()
         ),
     }
@@ -340,6 +376,7 @@ impl Serving {
         if left == 0 {
             return More::Now(0);
         }
+        obj.sent_below(off);
         let n = obj.stored_run(off, left);
         if n < left && *flow == Flow::Coming {
             let first = (off + n) / slice::SLICE_SIZE;
@@ -369,6 +406,27 @@ impl Serving {
             (0, Flow::Broken) => More::Broken,
             (n, _) => More::Now(n),
         }
+    }
+
+    /// The open of a pass-through object's data (scratch.rs), which has no
+    /// path: a descriptor of its scratch file, kept out of the open-file
+    /// cache. `None` for every other open.
+    pub fn edge_open(&self, life: &Life, req: &OpenRequest) -> Option<Found> {
+        let EdgeHold::Found { obj, .. } = &life.edge else {
+            return None;
+        };
+        let scratch = obj.scratch.as_ref()?;
+        if req.root != EDGE_ROOT {
+            return None;
+        }
+        let opened = scratch.open().and_then(|fd| {
+            let (meta, dev) = crate::fs::inspect_opened(fd.as_raw_fd())?;
+            Ok((fd, meta, dev))
+        });
+        Some(match opened {
+            Ok((fd, meta, dev)) => Found::passed(fd, meta, dev),
+            Err(e) => Found::failed(crate::fs::open_error(e)),
+        })
     }
 
     /// A 503 with `Retry-After` in place of a parked response none of
@@ -435,7 +493,11 @@ impl Serving {
             Landed::Stored(obj) => {
                 // The stale copy, revalidated; else a version just fetched.
                 let same = stale.as_ref().is_some_and(|s| s.vid == obj.vid);
-                life.cache_status = Some(if same { "revalidated" } else { "miss" });
+                life.cache_status = Some(match (same, obj.scratch.is_some()) {
+                    (true, _) => "revalidated",
+                    (false, true) => "pass",
+                    (false, false) => "miss",
+                });
                 found(life, path, obj)
             }
             Landed::NotFound => failed(self, life, 404),
@@ -465,7 +527,8 @@ impl Serving {
                     failed(self, life, 502)
                 }
             },
-            Landed::Changed | Landed::Uncacheable => failed(self, life, 502),
+            Landed::Changed => failed(self, life, 502),
+            Landed::Busy => failed(self, life, 503),
         })
     }
 

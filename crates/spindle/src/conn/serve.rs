@@ -57,6 +57,19 @@ impl Found {
         }
     }
 
+    /// A file the loop did not open (a pass-through object's scratch
+    /// file): it never enters the open-file cache.
+    pub fn passed(fd: OwnedFd, meta: FileMeta, dev: u64) -> Found {
+        Found {
+            result: Ok(meta),
+            file: Some(Rc::new(fd)),
+            body: None,
+            dev: Some(dev),
+            fresh: false,
+            from_open: false,
+        }
+    }
+
     pub fn failed(e: OpenError) -> Found {
         Found {
             result: Err(e),

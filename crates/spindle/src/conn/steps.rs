@@ -169,6 +169,11 @@ pub trait Steps: Transport {
     /// by the loop.
     fn open_step(&mut self, who: Ticket, req: OpenRequest) {
         let now = self.now();
+        let (serve, conns) = self.parts();
+        let life = conns.get(who).expect("live connection").life_mut();
+        if let Some(found) = serve.edge_open(life, &req) {
+            return self.opened(who, &req, found);
+        }
         if let Some(found) = self.parts().0.lookup(&req, now) {
             return self.opened(who, &req, found);
         }

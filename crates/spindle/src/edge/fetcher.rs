@@ -111,8 +111,9 @@ pub enum Landed {
     Changed,
     /// No origin answered usefully, or the slice could not be stored.
     Failed(String),
-    /// The origin's answer may not be stored (`no-store`, `private`).
-    Uncacheable,
+    /// The slice could not be held: pass-through memory is full
+    /// (scratch.rs). The client may ask again.
+    Busy,
 }
 
 /// A helper's answer to one waiter.
@@ -280,6 +281,13 @@ fn helper<W>(s: &Shared<W>) {
             nf.insert(want.path.clone(), now() + NOT_FOUND_TTL);
         }
         let waiters = lock(&s.waiting).remove(&id).unwrap_or_default();
+        if let Landed::Stored(o) = &landed {
+            // A first slice hands its object to every waiter: each is a
+            // reader of a pass-through object from now on.
+            if let (None, Some(sc)) = (&want.object, &o.scratch) {
+                sc.add_readers(waiters.len());
+            }
+        }
         for (mailbox, who) in waiters {
             mailbox.post(Done {
                 who,
@@ -340,21 +348,10 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
         .fetch_add(slice.bytes.len() as u64, Ordering::Relaxed);
     let obj = match &want.object {
         Some(o) => o.clone(),
-        None => {
-            let meta = meta_of(&slice, s.policy, t);
-            if !meta.freshness.store {
-                return Landed::Uncacheable;
-            }
-            // Another request's fetch may have stored this very version
-            // meanwhile: it is kept, not replaced by a copy of itself.
-            match s.store.get(&want.path) {
-                Some(cur) if cur.meta.version.same(&slice.version) => cur,
-                _ => match s.store.begin(&want.path, meta) {
-                    Ok(o) => o,
-                    Err(e) => return stored_failed(c, e),
-                },
-            }
-        }
+        None => match first_object(s, want, &slice, t) {
+            Ok(o) => o,
+            Err(landed) => return landed,
+        },
     };
     if obj.length() == 0 {
         return Landed::Stored(obj);
@@ -363,8 +360,64 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
         Ok(true) => Landed::Stored(obj),
         // Replaced or evicted meanwhile: the request asks anew.
         Ok(false) => Landed::Changed,
+        Err(e) if obj.scratch.is_some() => scratch_failed(c, e),
+        // The first slice of a version just made could not be written
+        // (the disk is full): this response passes through.
+        Err(e) if want.object.is_none() => {
+            c.store_errors.fetch_add(1, Ordering::Relaxed);
+            s.store.cannot_store(&e);
+            s.store.forget_version(&obj);
+            let o = match s.store.pass_through(&want.path, (*obj.meta).clone()) {
+                Ok(o) => o,
+                Err(e) => return scratch_failed(c, e),
+            };
+            match s.store.put(&o, want.index, &slice.bytes) {
+                Ok(_) => Landed::Stored(o),
+                Err(e) => scratch_failed(c, e),
+            }
+        }
         Err(e) => stored_failed(c, e),
     }
+}
+
+/// The object a first slice goes into: the version another request's
+/// fetch stored meanwhile (kept, not replaced by a copy of itself), a new
+/// one, or, when the answer may not be stored (`no-store`, `private`) or
+/// the cache cannot be written, one that passes through (scratch.rs).
+fn first_object<W>(
+    s: &Shared<W>,
+    want: &Want,
+    slice: &Slice,
+    t: i64,
+) -> Result<Arc<Object>, Landed> {
+    let c = &s.counters;
+    let meta = meta_of(slice, s.policy, t);
+    if meta.freshness.store {
+        match s.store.get(&want.path) {
+            Some(cur) if cur.meta.version.same(&slice.version) => return Ok(cur),
+            _ => match s.store.begin(&want.path, meta.clone()) {
+                Ok(o) => return Ok(o),
+                Err(e) => {
+                    c.store_errors.fetch_add(1, Ordering::Relaxed);
+                    s.store.cannot_store(&e);
+                }
+            },
+        }
+    }
+    s.store
+        .pass_through(&want.path, meta)
+        .map_err(|e| scratch_failed(c, e))
+}
+
+/// A pass-through slice that could not be held: memory full (the client
+/// may ask again), or the scratch file failed.
+fn scratch_failed(c: &Counters, e: std::io::Error) -> Landed {
+    if e.kind() == std::io::ErrorKind::OutOfMemory {
+        c.refused.fetch_add(1, Ordering::Relaxed);
+        return Landed::Busy;
+    }
+    c.store_errors.fetch_add(1, Ordering::Relaxed);
+    Landed::Failed(format!("a pass-through slice: {e}"))
 }
 
 fn stored_failed(c: &Counters, e: std::io::Error) -> Landed {
@@ -396,7 +449,7 @@ impl std::fmt::Display for Landed {
             Landed::NotFound => write!(f, "not found at the origin"),
             Landed::Changed => write!(f, "changed at the origin"),
             Landed::Failed(e) => write!(f, "{e}"),
-            Landed::Uncacheable => write!(f, "not cacheable"),
+            Landed::Busy => write!(f, "pass-through memory full"),
         }
     }
 }

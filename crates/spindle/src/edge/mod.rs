@@ -6,6 +6,7 @@
 
 pub mod fetch;
 pub mod fetcher;
+pub mod scratch;
 pub mod store;
 
 /// What a worker holds of the edge: the helpers, answering by ticket.
@@ -82,6 +83,18 @@ pub fn metrics_text() -> String {
         "gauge",
         "Bytes of slices in the cache.",
         &[("", e.store().bytes())],
+    );
+    fam(
+        "spindle_edge_passed_total",
+        "counter",
+        "Objects served without storing: no-store or private at the origin, or the cache could not be written.",
+        &[("", get(&st.passed))],
+    );
+    fam(
+        "spindle_edge_pass_bytes",
+        "gauge",
+        "Bytes of pass-through slices held in memory.",
+        &[("", e.store().scratch_bytes())],
     );
     o
 }

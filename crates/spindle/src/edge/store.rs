@@ -27,11 +27,13 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use spindle_core::edge::meta::Meta;
 use spindle_core::edge::slice::{self, Present};
+
+use super::scratch::Scratch;
 
 /// One version of one object in the cache. Workers hold it (an `Arc`)
 /// while they send from it and read its slice bits without a lock.
@@ -47,10 +49,19 @@ pub struct Object {
     words: Box<[AtomicU64]>,
     /// Held while the map file is written.
     map_lock: Mutex<()>,
+    /// A pass-through object's slices (scratch.rs): in memory, for one
+    /// response, never indexed. `None`: a cached object, in the files.
+    pub scratch: Option<Scratch>,
 }
 
 impl Object {
-    fn new(key: String, vid: u64, meta: Meta, present: &Present) -> Object {
+    fn new(
+        key: String,
+        vid: u64,
+        meta: Meta,
+        present: &Present,
+        scratch: Option<Scratch>,
+    ) -> Object {
         let bytes = present.to_bytes();
         let words = bytes
             .chunks_exact(8)
@@ -63,6 +74,7 @@ impl Object {
             meta: Arc::new(meta),
             words,
             map_lock: Mutex::new(()),
+            scratch,
         }
     }
 
@@ -116,6 +128,32 @@ impl Object {
             .flat_map(|w| w.load(Ordering::Acquire).to_le_bytes())
             .collect();
         Present::from_bytes(self.length(), &bytes).expect("a map of this length")
+    }
+
+    /// Marks slice `index` stored; whether it was already.
+    fn mark(&self, index: u64) -> bool {
+        let bit = 1 << (index % 64);
+        self.words[(index / 64) as usize].fetch_or(bit, Ordering::Release) & bit != 0
+    }
+
+    /// A pass-through object's response has sent everything below `off`:
+    /// the whole slices there are freed.
+    pub fn sent_below(&self, off: u64) {
+        let Some(sc) = &self.scratch else {
+            return;
+        };
+        let len = self.length();
+        let whole = (off / slice::SLICE_SIZE) * slice::SLICE_SIZE;
+        let below = if off >= len { len } else { whole };
+        sc.release_below(below, |from, to| {
+            slice::covering(from..to)
+                .filter(|&i| self.has(i))
+                .map(|i| {
+                    let b = slice::bytes(i, len);
+                    b.end - b.start
+                })
+                .sum()
+        });
     }
 
     /// The data file, relative to the cache directory.
@@ -203,6 +241,8 @@ impl Index {
 pub struct Counters {
     pub slices_stored: AtomicU64,
     pub evictions: AtomicU64,
+    /// Objects served without storing (scratch.rs).
+    pub passed: AtomicU64,
 }
 
 /// The cache directory and its index, shared by the edge's helpers (which
@@ -212,6 +252,10 @@ pub struct Store {
     max_bytes: u64,
     index: Mutex<Index>,
     pub counters: Counters,
+    /// Bytes of pass-through slices in memory (scratch.rs).
+    scratch_bytes: Arc<AtomicU64>,
+    /// The cache could not be written, and said so once.
+    warned: AtomicBool,
 }
 
 impl Store {
@@ -224,6 +268,8 @@ impl Store {
             max_bytes,
             index: Mutex::new(Index::default()),
             counters: Counters::default(),
+            scratch_bytes: Arc::new(AtomicU64::new(0)),
+            warned: AtomicBool::new(false),
         };
         s.scan()
             .map_err(|e| format!("cache-dir {}: {e}", dir.display()))?;
@@ -260,12 +306,19 @@ impl Store {
             ix.next_vid
         };
         let present = Present::new(meta.version.length);
-        let obj = Arc::new(Object::new(k.clone(), vid, meta, &present));
-        std::fs::create_dir_all(self.dir.join(&k[..2]))?;
-        let data = File::create(self.dir.join(obj.data_path()))?;
-        data.set_len(obj.length())?;
-        self.write_atomically(&file_path(&k, vid, 'p'), &present.to_bytes())?;
-        self.write_atomically(&file_path(&k, vid, 'm'), obj.meta.to_text().as_bytes())?;
+        let obj = Arc::new(Object::new(k.clone(), vid, meta, &present, None));
+        let made = (|| {
+            std::fs::create_dir_all(self.dir.join(&k[..2]))?;
+            let data = File::create(self.dir.join(obj.data_path()))?;
+            data.set_len(obj.length())?;
+            self.write_atomically(&file_path(&k, vid, 'p'), &present.to_bytes())?;
+            self.write_atomically(&file_path(&k, vid, 'm'), obj.meta.to_text().as_bytes())
+        })();
+        if let Err(e) = made {
+            // A disk that filled part way: nothing of it is left.
+            self.unlink(&obj);
+            return Err(e);
+        }
         let old = {
             let mut ix = self.lock();
             let old = ix.remove(&k);
@@ -286,6 +339,11 @@ impl Store {
         let span = slice::bytes(index, obj.length());
         assert_eq!(bytes.len() as u64, span.end - span.start, "slice {index}");
         if obj.has(index) {
+            return Ok(true);
+        }
+        if let Some(sc) = &obj.scratch {
+            sc.write(span.start, bytes)?;
+            obj.mark(index);
             return Ok(true);
         }
         if !self.current(obj) {
@@ -311,9 +369,7 @@ impl Store {
             {
                 return Ok(false);
             }
-            let bit = 1 << (index % 64);
-            let before = obj.words[(index / 64) as usize].fetch_or(bit, Ordering::Release);
-            if before & bit != 0 {
+            if obj.mark(index) {
                 // Another helper stored it meanwhile.
                 return Ok(true);
             }
@@ -334,6 +390,7 @@ impl Store {
             )
         };
         self.counters.slices_stored.fetch_add(1, Ordering::Relaxed);
+        self.warned.store(false, Ordering::Relaxed);
         for o in gone {
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
             self.unlink(&o);
@@ -353,6 +410,44 @@ impl Store {
         meta.fetched = now;
         let text = meta.to_text();
         self.write_atomically(&file_path(&obj.key, obj.vid, 'm'), text.as_bytes())
+    }
+
+    /// An object of `path` served without storing (scratch.rs): never
+    /// indexed, with a version number of its own (so that its slices are
+    /// fetched for it alone).
+    pub fn pass_through(&self, path: &[u8], meta: Meta) -> std::io::Result<Arc<Object>> {
+        assert!(meta.version.length <= slice::MAX_OBJECT);
+        let vid = {
+            let mut ix = self.lock();
+            ix.next_vid += 1;
+            ix.next_vid
+        };
+        let scratch = Scratch::new(meta.version.length, self.scratch_bytes.clone())?;
+        let present = Present::new(meta.version.length);
+        self.counters.passed.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Object::new(
+            key(path),
+            vid,
+            meta,
+            &present,
+            Some(scratch),
+        )))
+    }
+
+    /// The cache could not be written (`e`): one warning, until a slice
+    /// is stored again.
+    pub fn cannot_store(&self, e: &std::io::Error) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            crate::warn!(
+                "cache-dir {}: cannot store ({e}); serving from the origin without storing until it can",
+                self.dir.display()
+            );
+        }
+    }
+
+    /// Bytes of pass-through slices in memory now.
+    pub fn scratch_bytes(&self) -> u64 {
+        self.scratch_bytes.load(Ordering::Relaxed)
     }
 
     /// Drops `path`'s object (the origin no longer has it).
@@ -505,7 +600,11 @@ impl Store {
                 b.end - b.start
             })
             .sum();
-        Some((when, Object::new(k.to_string(), vid, meta, &present), bytes))
+        Some((
+            when,
+            Object::new(k.to_string(), vid, meta, &present, None),
+            bytes,
+        ))
     }
 }
 
@@ -535,6 +634,56 @@ mod tests {
     fn slice_bytes(obj: &Object, i: u64) -> Vec<u8> {
         let b = slice::bytes(i, obj.length());
         (b.start..b.end).map(|x| (x * 7 + i) as u8).collect()
+    }
+
+    #[test]
+    fn a_pass_through_object_lives_in_memory_and_frees_what_was_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), 1 << 30).unwrap();
+        let obj = store
+            .pass_through(b"/live", meta(3 * SLICE_SIZE + 5, "\"p\""))
+            .unwrap();
+        let sc = obj.scratch.as_ref().unwrap();
+        for i in 0..4 {
+            assert!(store.put(&obj, i, &slice_bytes(&obj, i)).unwrap());
+            assert!(obj.has(i));
+        }
+        assert_eq!(store.scratch_bytes(), 3 * SLICE_SIZE + 5);
+        assert_eq!(store.bytes(), 0, "nothing in the cache");
+        assert!(store.get(b"/live").is_none(), "never indexed");
+        let read = |off: u64| {
+            let mut b = [0u8; 1];
+            std::os::unix::fs::FileExt::read_exact_at(
+                &std::fs::File::from(sc.open().unwrap()),
+                &mut b,
+                off,
+            )
+            .unwrap();
+            b[0]
+        };
+        // Two readers: nothing is freed under the other's feet.
+        sc.add_readers(2);
+        obj.sent_below(2 * SLICE_SIZE + 10);
+        assert_eq!(store.scratch_bytes(), 3 * SLICE_SIZE + 5);
+        assert_eq!(read(5), slice_bytes(&obj, 0)[5]);
+        // One: the whole slices it sent go.
+        sc.leave();
+        obj.sent_below(2 * SLICE_SIZE + 10);
+        assert_eq!(store.scratch_bytes(), SLICE_SIZE + 5);
+        assert_eq!(read(5), 0, "punched");
+        assert_eq!(read(2 * SLICE_SIZE + 10), slice_bytes(&obj, 2)[10]);
+        obj.sent_below(3 * SLICE_SIZE + 5);
+        assert_eq!(store.scratch_bytes(), 0, "all sent");
+        sc.leave();
+        drop(obj);
+        assert_eq!(store.scratch_bytes(), 0);
+        // Dropped unsent, its bytes go with it.
+        let other = store.pass_through(b"/x", meta(10, "\"x\"")).unwrap();
+        store.put(&other, 0, &slice_bytes(&other, 0)).unwrap();
+        assert_eq!(store.scratch_bytes(), 10);
+        drop(other);
+        assert_eq!(store.scratch_bytes(), 0);
+        assert_eq!(store.counters.passed.load(Ordering::Relaxed), 2);
     }
 
     #[test]

@@ -716,6 +716,30 @@ pub fn start_with_https(
     (srv, port)
 }
 
+/// A file system with no room, mounted on `dir` until dropped: a 64 KiB
+/// tmpfs, filled up (the tests run as root).
+pub struct FullDisk<'a>(&'a Path);
+
+impl FullDisk<'_> {
+    pub fn mount(dir: &Path) -> FullDisk<'_> {
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount a tmpfs (the tests run as root)");
+        let full = FullDisk(dir);
+        std::fs::write(dir.join("filler"), vec![1u8; 64 * 1024]).ok();
+        full
+    }
+}
+
+impl Drop for FullDisk<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
+
 pub const NGINX: &str = "/usr/sbin/nginx";
 
 /// Debian's nginx serving `root` on a port of its own, as an origin
@@ -761,7 +785,9 @@ pub fn nginx(root: &Path) -> Option<Nginx> {
          fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
          include /etc/nginx/mime.types;\n\
          server {{\n    listen 127.0.0.1:{port};\n    root {r};\n\
-         location /down {{ return 503; }}\n    location /slow/ {{ limit_rate 4m; }}\n  }}\n}}\n",
+         location /down {{ return 503; }}\n    location /slow/ {{ limit_rate 4m; }}\n\
+         location /nostore/ {{ add_header Cache-Control no-store; }}\n\
+         location /private/ {{ add_header Cache-Control private; }}\n  }}\n}}\n",
         d = dir.path().display(),
         r = root.display()
     );
