@@ -11,6 +11,7 @@ mod cold;
 mod common;
 mod compress;
 mod data;
+mod edge;
 mod h2idle;
 mod h2load;
 mod h2mixed;
@@ -65,6 +66,8 @@ enum Command {
     Soak(soak::SoakArgs),
     /// Past one machine: HAProxy over three replicas, roundrobin against uri hashing, and failover.
     Scaleout(scaleout::ScaleoutArgs),
+    /// A caching edge over a library ten times its memory, against nginx proxy_cache + slice.
+    Edge(edge::EdgeArgs),
 }
 
 fn main() {
@@ -89,6 +92,7 @@ fn main() {
         Command::Idle(a) => idle::run(a),
         Command::Soak(a) => soak::run(a),
         Command::Scaleout(a) => scaleout::run(a),
+        Command::Edge(a) => edge::run(a),
     };
     if let Err(e) = result {
         eprintln!("spindle-bench: error: {e:#}");

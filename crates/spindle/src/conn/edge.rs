@@ -112,6 +112,20 @@ impl Drop for Reader {
     }
 }
 
+impl EdgeHold {
+    /// Whether `done` answers what this request asked: its first slice
+    /// (of its path), or a slice of the object it sends.
+    fn asked(&self, done: &Done<Ticket>) -> bool {
+        match self {
+            EdgeHold::Fetching { path, .. } => done.path == *path,
+            EdgeHold::Parked { path, obj, .. } | EdgeHold::Streaming { path, obj, .. } => {
+                done.path == *path && done.vid == obj.vid
+            }
+            EdgeHold::Nothing | EdgeHold::Found { .. } => false,
+        }
+    }
+}
+
 /// How a streaming body's slices are coming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -209,14 +223,14 @@ fn warn_failed(path: &[u8], landed: &Landed) {
         Landed::Stored(_) => {}
         Landed::Failed(e) => crate::warn!("origin: {}: {e}", path.escape_debug()),
         Landed::Changed => crate::warn!(
-            "origin: {}: its copy changed while a response read it",
+            "origin: {}: its copy changed at the origin while a response read it",
             path.escape_debug()
         ),
         Landed::NotFound => crate::warn!(
             "origin: {}: gone while a response read it",
             path.escape_debug()
         ),
-        Landed::Busy => crate::warn!(
+        Landed::Busy | Landed::Dropped => crate::warn!(
             "origin: {}: {landed}; the response ends short",
             path.escape_debug()
         ),
@@ -459,6 +473,11 @@ impl Serving {
             let Some(l) = slots.get(who).map(&life) else {
                 continue;
             };
+            if !l.edge.asked(&done) {
+                // A late answer for an earlier request on this connection
+                // (a slice fetched ahead of a response that has ended).
+                continue;
+            }
             let next = if l.awaits(Waiting::Origin) {
                 self.first_slice(l, done)
             } else if l.awaits(Waiting::Slices) {
@@ -501,7 +520,7 @@ impl Serving {
                 found(life, path, obj)
             }
             Landed::NotFound => failed(self, life, 404),
-            Landed::Changed if tries < MAX_TRIES => {
+            Landed::Changed | Landed::Dropped if tries < MAX_TRIES => {
                 let side = self.edge_side();
                 if !side.edge.want(Want::first(&path), &side.mailbox, done.who) {
                     return Some(failed(self, life, 503));
@@ -527,7 +546,7 @@ impl Serving {
                     failed(self, life, 502)
                 }
             },
-            Landed::Changed => failed(self, life, 502),
+            Landed::Changed | Landed::Dropped => failed(self, life, 502),
             Landed::Busy => failed(self, life, 503),
         })
     }

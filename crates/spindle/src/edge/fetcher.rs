@@ -111,6 +111,10 @@ pub enum Landed {
     Changed,
     /// No origin answered usefully, or the slice could not be stored.
     Failed(String),
+    /// The cache's copy was replaced or dropped while the slice was
+    /// fetched: the request asks anew (a first slice), or its response
+    /// ends short.
+    Dropped,
     /// The slice could not be held: pass-through memory is full
     /// (scratch.rs). The client may ask again.
     Busy,
@@ -120,6 +124,11 @@ pub enum Landed {
 #[derive(Debug)]
 pub struct Done<W> {
     pub who: W,
+    /// What was asked: the path, the version (0: the origin's current,
+    /// a first slice) and the slice. A connection's next request must
+    /// not take a late answer to its previous one for its own.
+    pub path: Vec<u8>,
+    pub vid: u64,
     pub index: u64,
     pub landed: Landed,
 }
@@ -233,6 +242,8 @@ impl<W: Send + 'static> Fetcher<W> {
         if let Some(o) = stored {
             mailbox.post(Done {
                 who,
+                path: want.path.clone(),
+                vid: want.object.as_ref().map_or(0, |o| o.vid),
                 index: want.index,
                 landed: Landed::Stored(o),
             });
@@ -291,6 +302,8 @@ fn helper<W>(s: &Shared<W>) {
         for (mailbox, who) in waiters {
             mailbox.post(Done {
                 who,
+                path: want.path.clone(),
+                vid: want.object.as_ref().map_or(0, |o| o.vid),
                 index: want.index,
                 landed: landed.clone(),
             });
@@ -359,7 +372,7 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
     match s.store.put(&obj, want.index, &slice.bytes) {
         Ok(true) => Landed::Stored(obj),
         // Replaced or evicted meanwhile: the request asks anew.
-        Ok(false) => Landed::Changed,
+        Ok(false) => Landed::Dropped,
         Err(e) if obj.scratch.is_some() => scratch_failed(c, e),
         // The first slice of a version just made could not be written
         // (the disk is full): this response passes through.
@@ -448,6 +461,7 @@ impl std::fmt::Display for Landed {
             Landed::Stored(o) => write!(f, "stored in version {}", o.vid),
             Landed::NotFound => write!(f, "not found at the origin"),
             Landed::Changed => write!(f, "changed at the origin"),
+            Landed::Dropped => write!(f, "the cache's copy was replaced or dropped"),
             Landed::Failed(e) => write!(f, "{e}"),
             Landed::Busy => write!(f, "pass-through memory full"),
         }

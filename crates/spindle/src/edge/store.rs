@@ -223,11 +223,22 @@ impl Index {
     }
 
     /// The least recently used objects to drop so that `max` bytes hold
-    /// everything, never `keep`.
+    /// everything: never `keep`, and never one that a request or a fetch
+    /// still holds (its `Arc` is shared), which would end that response
+    /// short. When only those are left, the bound waits for them to be
+    /// let go (the next slice stored drops them): it is exceeded by at
+    /// most the objects in use, which the connections bound.
     fn over(&mut self, max: u64, keep: &str) -> Vec<Arc<Object>> {
         let mut out = Vec::new();
         while self.bytes > max {
-            let Some(key) = self.lru.values().find(|k| *k != keep).cloned() else {
+            let objects = &self.objects;
+            let idle = |k: &&String| {
+                *k != keep
+                    && objects
+                        .get(*k)
+                        .is_some_and(|e| Arc::strong_count(&e.obj) == 1)
+            };
+            let Some(key) = self.lru.values().find(idle).cloned() else {
                 break;
             };
             out.extend(self.remove(&key));
@@ -754,20 +765,38 @@ mod tests {
     fn the_least_recently_used_object_goes_first_past_the_bound() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path(), 2 * SLICE_SIZE).unwrap();
-        let mut objs = Vec::new();
+        let mut data = Vec::new();
         for p in [&b"/1"[..], b"/2"] {
             let o = s.begin(p, meta(SLICE_SIZE, "\"x\"")).unwrap();
             s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
-            objs.push(o);
+            data.push(o.data_path());
         }
         assert!(s.get(b"/1").is_some()); // now /2 is the oldest
         let o = s.begin(b"/3", meta(SLICE_SIZE, "\"x\"")).unwrap();
         s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
         assert!(s.get(b"/1").is_some() && s.get(b"/3").is_some());
         assert!(s.get(b"/2").is_none());
-        assert!(!dir.path().join(objs[1].data_path()).exists());
+        assert!(!dir.path().join(&data[1]).exists());
         assert_eq!(s.bytes(), 2 * SLICE_SIZE);
         assert_eq!(s.counters.evictions.load(Ordering::Relaxed), 1);
+        // An object a response still reads is not dropped under it: the
+        // bound waits until it is let go.
+        let held = s.get(b"/1").unwrap(); // and the oldest now is /3
+        drop(o);
+        let (four, five) = (
+            s.begin(b"/4", meta(SLICE_SIZE, "\"x\"")).unwrap(),
+            s.begin(b"/5", meta(SLICE_SIZE, "\"x\"")).unwrap(),
+        );
+        s.put(&four, 0, &slice_bytes(&four, 0)).unwrap();
+        assert!(s.get(b"/3").is_none(), "the idle one goes");
+        assert!(s.get(b"/1").is_some(), "the held one stays");
+        s.put(&five, 0, &slice_bytes(&five, 0)).unwrap();
+        assert_eq!(s.bytes(), 3 * SLICE_SIZE, "over the bound: all are held");
+        drop((held, four, five));
+        let six = s.begin(b"/6", meta(SLICE_SIZE, "\"x\"")).unwrap();
+        s.put(&six, 0, &slice_bytes(&six, 0)).unwrap();
+        assert_eq!(s.bytes(), 2 * SLICE_SIZE, "back within it once let go");
+        drop(six);
         // Reopened with a smaller bound: the oldest goes at start.
         drop(s);
         let s = Store::open(dir.path(), SLICE_SIZE).unwrap();

@@ -1,0 +1,638 @@
+//! `edge`: spindle as a caching edge (#49) against nginx `proxy_cache`
+//! with the `slice` module and `aio threads`, on a library ten times the
+//! edge's memory behind an origin on a capped link.
+//!
+//! The origin is Debian's nginx in a network namespace of its own, behind
+//! a veth pair whose origin end is capped by `tc tbf` (`--origin-mbit`): a
+//! WAN link to an origin, not loopback. The edge under test runs on the
+//! host, pinned to one CPU, in a memory cgroup (`--cgroup-mem`), with a
+//! fresh disk cache of `--cache-size` every run; the library is ten times
+//! the cgroup. Clients (spindle-load, keep-alive) ask for the library's
+//! files Zipf-distributed (`--zipf`): a URL list in which each file
+//! appears in proportion to its Zipf weight, from which the load
+//! generator picks at random. A warm-up pass fills the cache, then the
+//! measured pass counts: the hit ratio by bytes (1 − bytes from the
+//! origin, counted on the veth, / body bytes to the clients), the bytes
+//! from the origin, req/s and MB/s to clients, p99, and the edge's CPU per
+//! GB sent. The servers alternate within each round, the first rotated.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::json;
+
+use crate::cold::parse_bytes;
+use crate::common::{self, End, Load, Machine, Progress};
+use crate::report::{col, Column, Report};
+use crate::servers::which;
+use crate::sys;
+
+/// The edges compared.
+const SERVERS: [&str; 2] = ["spindle", "nginx-slice"];
+/// The slice both edges cache in (nginx `slice 1m`, spindle's own).
+const SLICE: &str = "1m";
+/// Addresses of the origin's veth pair (naio uses 10.213, scaleout 10.214+).
+const HOST_ADDR: &str = "10.212.0.1";
+const ORIGIN_ADDR: &str = "10.212.0.2";
+const ORIGIN_PORT: u16 = 80;
+/// Lines of the Zipf URL list.
+const URL_LINES: usize = 50_000;
+/// How long both edges keep an object fresh (the origin sends no
+/// Cache-Control): nginx `proxy_cache_valid 7d`, spindle `--origin-ttl`.
+const FRESH_SECS: u64 = 7 * 86_400;
+/// How long a server may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+const COLUMNS: [Column; 8] = [
+    col("mb_per_sec", "MB/s to clients", 0),
+    col("hit_ratio", "byte hit ratio", 3),
+    col("origin_mb", "MB from the origin", 0),
+    col("fetches_per_sec", "req/s", 0),
+    col("fetch_ms_p99", "p99 ms", 1),
+    col("cpu_s_per_gb", "server CPU s / GB", 2),
+    col("errors", "errors", 0),
+    col("non_200", "non-200", 0),
+];
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EdgeArgs {
+    /// Where reports go (edge.json, .md, .svg).
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Where the library is written (DATA/edge-SIZE-N, made if missing).
+    #[arg(long, default_value = "/var/tmp/spindle-bench-data")]
+    pub data: PathBuf,
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// The edge's memory cgroup (its RAM); the library is ten times this.
+    #[arg(long, default_value = "384m")]
+    pub cgroup_mem: String,
+    /// Each file of the library.
+    #[arg(long, default_value = "8m")]
+    pub file_size: String,
+    /// Each edge's disk cache.
+    #[arg(long, default_value = "1536m")]
+    pub cache_size: String,
+    /// The origin link's rate, Mbit/s (tc tbf on the origin's side).
+    #[arg(long, default_value_t = 1000)]
+    pub origin_mbit: u64,
+    /// Zipf exponent of the requests over the library.
+    #[arg(long, default_value_t = 0.8)]
+    pub zipf: f64,
+    /// Keep-alive connections of the clients.
+    #[arg(long, default_value_t = 32)]
+    pub parallel: u64,
+    /// Seconds of the warm-up pass (the cache fills).
+    #[arg(long, default_value_t = 60.0)]
+    pub warmup_seconds: f64,
+    /// Seconds of the measured pass.
+    #[arg(long, default_value_t = 30.0)]
+    pub seconds: f64,
+    /// Small and short, one round: a smoke test.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// The sizes of a run.
+struct Plan {
+    files: usize,
+    file_size: u64,
+    cgroup: u64,
+    cache: u64,
+    warmup: f64,
+    seconds: f64,
+    rounds: u32,
+}
+
+impl Plan {
+    fn new(a: &EdgeArgs) -> Result<Plan> {
+        let (cg, fs, cache) = if a.quick {
+            (32u64 << 20, 1u64 << 20, 96u64 << 20)
+        } else {
+            (
+                parse_bytes(&a.cgroup_mem)?,
+                parse_bytes(&a.file_size)?,
+                parse_bytes(&a.cache_size)?,
+            )
+        };
+        if fs == 0 || cg == 0 {
+            bail!("--file-size and --cgroup-mem must be above 0");
+        }
+        Ok(Plan {
+            files: (10 * cg).div_ceil(fs) as usize,
+            file_size: fs,
+            cgroup: cg,
+            cache,
+            warmup: if a.quick { 2.0 } else { a.warmup_seconds },
+            seconds: if a.quick { 2.0 } else { a.seconds },
+            rounds: if a.quick { 1 } else { a.rounds.clamp(1, 50) },
+        })
+    }
+
+    fn library(&self) -> u64 {
+        self.files as u64 * self.file_size
+    }
+}
+
+/// Writes (or finds complete) the library: `lib/fN`, random bytes.
+fn ensure_library(data: &Path, p: &Plan) -> Result<PathBuf> {
+    let root = data.join(format!("edge-{}-{}", p.file_size, p.files));
+    let marker = root.join(".complete");
+    if marker.exists() {
+        return Ok(root);
+    }
+    eprintln!(
+        "edge: writing {} files of {} bytes in {}",
+        p.files,
+        p.file_size,
+        root.display()
+    );
+    std::fs::create_dir_all(root.join("lib"))?;
+    let mut buf = vec![0u8; 1 << 20];
+    for i in 0..p.files {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64);
+        let mut f = std::io::BufWriter::new(std::fs::File::create(root.join(format!("lib/f{i}")))?);
+        let mut left = p.file_size;
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            rng.fill_bytes(&mut buf[..n]);
+            f.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        f.flush()?;
+    }
+    std::fs::write(&marker, "")?;
+    Ok(root)
+}
+
+/// A Zipf-distributed list of the library's paths ([`URL_LINES`] lines,
+/// file k+1 with weight 1/(k+1)^s, ranks in a fresh random order).
+fn zipf_paths(files: usize, s: f64, rng: &mut impl Rng) -> Vec<String> {
+    let mut ranks: Vec<usize> = (0..files).collect();
+    for i in (1..files).rev() {
+        ranks.swap(i, rng.random_range(0..=i));
+    }
+    let weights: Vec<f64> = (1..=files).map(|k| 1.0 / (k as f64).powf(s)).collect();
+    let total: f64 = weights.iter().sum();
+    let mut cumulative = Vec::with_capacity(files);
+    let mut acc = 0.0;
+    for w in &weights {
+        acc += w / total;
+        cumulative.push(acc);
+    }
+    (0..URL_LINES)
+        .map(|_| {
+            let u: f64 = rng.random();
+            let k = cumulative.partition_point(|c| *c < u).min(files - 1);
+            format!("lib/f{}", ranks[k])
+        })
+        .collect()
+}
+
+fn run_ip(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The origin's network namespace, veth pair and capped link; removed on
+/// drop.
+struct Wan {
+    ns: String,
+    host_dev: String,
+}
+
+impl Wan {
+    fn create(mbit: u64) -> Result<Wan> {
+        let pid = std::process::id();
+        let ns = format!("spindle-edge-{pid}");
+        let (host_dev, peer) = (
+            format!("sed{}h", pid % 100_000),
+            format!("sed{}p", pid % 100_000),
+        );
+        run_ip(&["netns", "add", &ns])?;
+        let wan = Wan {
+            ns: ns.clone(),
+            host_dev: host_dev.clone(),
+        };
+        run_ip(&[
+            "link", "add", &host_dev, "type", "veth", "peer", "name", &peer,
+        ])?;
+        run_ip(&["link", "set", &peer, "netns", &ns])?;
+        run_ip(&["addr", "add", &format!("{HOST_ADDR}/24"), "dev", &host_dev])?;
+        run_ip(&["link", "set", &host_dev, "up"])?;
+        let inside = |a: &[&str]| {
+            let mut v = vec!["netns", "exec", &ns, "ip"];
+            v.extend_from_slice(a);
+            run_ip(&v)
+        };
+        inside(&["addr", "add", &format!("{ORIGIN_ADDR}/24"), "dev", &peer])?;
+        inside(&["link", "set", &peer, "up"])?;
+        inside(&["link", "set", "lo", "up"])?;
+        let tc = Command::new("ip")
+            .args([
+                "netns", "exec", &ns, "tc", "qdisc", "add", "dev", &peer, "root",
+            ])
+            .args(["tbf", "rate", &format!("{mbit}mbit"), "burst", "256kb"])
+            .args(["latency", "50ms"])
+            .status()
+            .context("running tc (iproute2)")?;
+        if !tc.success() {
+            bail!("tc could not cap the origin's link at {mbit} Mbit/s");
+        }
+        Ok(wan)
+    }
+
+    /// Bytes the host received from the origin so far.
+    fn origin_bytes(&self) -> f64 {
+        std::fs::read_to_string(format!(
+            "/sys/class/net/{}/statistics/rx_bytes",
+            self.host_dev
+        ))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0.0)
+    }
+}
+
+impl Drop for Wan {
+    fn drop(&mut self) {
+        let _ = run_ip(&["link", "del", &self.host_dev]);
+        let _ = run_ip(&["netns", "del", &self.ns]);
+    }
+}
+
+/// A process group started for the experiment; killed on drop.
+struct Proc {
+    child: Option<Child>,
+    pgid: u32,
+}
+
+impl Proc {
+    /// `argv` in `cgroup` (if any), pinned to `cpu` (if any), its stderr
+    /// to `log`.
+    fn spawn(
+        argv: &[String],
+        cgroup: Option<&Path>,
+        cpu: Option<&str>,
+        log: &Path,
+    ) -> Result<Proc> {
+        let mut full: Vec<String> = Vec::new();
+        if let (Some(c), Some(_)) = (cpu, which("taskset")) {
+            full.extend(["taskset".into(), "-c".into(), c.into()]);
+        }
+        full.extend(argv.iter().cloned());
+        let procs = cgroup.map(|p| p.display().to_string()).unwrap_or_default();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("if [ -n \"$0\" ]; then echo $$ > \"$0\" || exit 1; fi; exec \"$@\"")
+            .arg(procs)
+            .args(&full);
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", argv[0]))?;
+        Ok(Proc {
+            pgid: child.id(),
+            child: Some(child),
+        })
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        sys::group_cpu_seconds(self.pgid)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            sys::kill_group(self.pgid, libc::SIGKILL);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_listening(addr: (&str, u16), log: &Path) -> Result<()> {
+    let t0 = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        if t0.elapsed() > START_TIMEOUT {
+            bail!(
+                "nothing listened on {}:{} within {START_TIMEOUT:?}: {}",
+                addr.0,
+                addr.1,
+                std::fs::read_to_string(log).unwrap_or_default().trim()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    Ok(())
+}
+
+/// nginx's temp paths and basics, beneath `dir`.
+fn nginx_head(dir: &Path, master: bool) -> String {
+    let d = dir.display();
+    format!(
+        "daemon off;\nmaster_process {};\nworker_processes 1;\npid {d}/nginx.pid;\n\
+         error_log {d}/error.log;\nevents {{ worker_connections 4096; }}\n\
+         thread_pool default threads=32 max_queue=65536;\n\
+         http {{\n  access_log off;\n  sendfile on;\n  client_body_temp_path {d}/body;\n\
+         proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n\
+         scgi_temp_path {d}/scgi;\n",
+        if master { "on" } else { "off" }
+    )
+}
+
+/// The origin: Debian's nginx in the origin's namespace.
+fn start_origin(wan: &Wan, root: &Path, work: &Path) -> Result<Proc> {
+    let dir = work.join("origin");
+    std::fs::create_dir_all(&dir)?;
+    let conf = format!(
+        "{}  server {{\n    listen {ORIGIN_ADDR}:{ORIGIN_PORT};\n    root {};\n  }}\n}}\n",
+        nginx_head(&dir, false),
+        root.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf)?;
+    let nginx = which("nginx").context("edge needs nginx (apt-get install nginx)")?;
+    let argv: Vec<String> = ["ip", "netns", "exec", &wan.ns]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            nginx.display().to_string(),
+            "-c".into(),
+            dir.join("nginx.conf").display().to_string(),
+            "-p".into(),
+            dir.display().to_string(),
+        ])
+        .collect();
+    let log = dir.join("stderr");
+    let p = Proc::spawn(&argv, None, None, &log)?;
+    wait_listening((ORIGIN_ADDR, ORIGIN_PORT), &log)?;
+    Ok(p)
+}
+
+/// One edge, fresh (an empty cache), listening on 127.0.0.1:`port`.
+fn start_edge(
+    server: &str,
+    p: &Plan,
+    cgroup: &sys::MemCgroup,
+    work: &Path,
+    port: u16,
+) -> Result<Proc> {
+    let dir = work.join(format!("edge-{server}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache)?;
+    let origin = format!("http://{ORIGIN_ADDR}:{ORIGIN_PORT}");
+    let argv: Vec<String> = match server {
+        "spindle" => {
+            let root = dir.join("root");
+            std::fs::create_dir_all(&root)?;
+            let exe = std::env::current_exe()?;
+            [
+                exe.display().to_string(),
+                "__spindle".into(),
+                "--backend".into(),
+                "io-uring".into(),
+                "--workers".into(),
+                "1".into(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+                "--origin".into(),
+                origin,
+                "--cache-dir".into(),
+                cache.display().to_string(),
+                "--cache-size".into(),
+                p.cache.to_string(),
+                // Fresh as long as nginx's proxy_cache_valid: the origin
+                // says nothing, and the library does not change.
+                "--origin-ttl".into(),
+                FRESH_SECS.to_string(),
+                root.display().to_string(),
+            ]
+            .to_vec()
+        }
+        _ => {
+            for t in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+                std::fs::create_dir_all(dir.join(t))?;
+            }
+            let conf = format!(
+                "{}  aio threads;\n  proxy_cache_path {} levels=1:2 keys_zone=edge:64m max_size={} inactive=7d use_temp_path=off;\n\
+                 upstream origin {{ server {ORIGIN_ADDR}:{ORIGIN_PORT}; keepalive 32; }}\n\
+                 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      slice {SLICE};\n\
+                 proxy_cache edge;\n      proxy_cache_key $uri$is_args$args$slice_range;\n\
+                 proxy_set_header Range $slice_range;\n      proxy_http_version 1.1;\n\
+                 proxy_set_header Connection \"\";\n      proxy_cache_valid 200 206 {FRESH_SECS}s;\n\
+                 proxy_cache_lock on;\n      proxy_pass http://origin;\n    }}\n  }}\n}}\n",
+                nginx_head(&dir, true),
+                cache.display(),
+                p.cache
+            );
+            std::fs::write(dir.join("nginx.conf"), conf)?;
+            let nginx = which("nginx").context("edge needs nginx")?;
+            vec![
+                nginx.display().to_string(),
+                "-c".into(),
+                dir.join("nginx.conf").display().to_string(),
+                "-p".into(),
+                dir.display().to_string(),
+            ]
+        }
+    };
+    let log = dir.join("stderr");
+    let cpu = common::pinning(1).0;
+    let proc_ = Proc::spawn(&argv, Some(&cgroup.procs), cpu.as_deref(), &log)?;
+    wait_listening(("127.0.0.1", port), &log)?;
+    Ok(proc_)
+}
+
+/// One server's run: fresh, a warm-up pass, the measured pass.
+fn one_run(
+    server: &str,
+    p: &Plan,
+    a: &EdgeArgs,
+    wan: &Wan,
+    cgroup: &sys::MemCgroup,
+    work: &Path,
+) -> Result<BTreeMap<String, f64>> {
+    sys::drop_caches()?;
+    let port = sys::free_port()?;
+    let edge = start_edge(server, p, cgroup, work, port)?;
+    let mut rng = rand::rngs::SmallRng::from_os_rng();
+    let paths = zipf_paths(p.files, a.zipf, &mut rng);
+    let urls = work.join("urls");
+    common::write_urls(&urls, port, &paths)?;
+    let mut load = Load {
+        rate: None,
+        urls,
+        parallel: if a.quick { 8 } else { a.parallel.max(1) },
+        end: End::Seconds(p.warmup),
+        keepalive: true,
+        idle: 0,
+        timeout_secs: 60,
+        tls: None,
+    };
+    common::run_load(&load, work, "warmup")?;
+    let (o0, c0) = (wan.origin_bytes(), edge.cpu_seconds());
+    load.end = End::Seconds(p.seconds);
+    let v = common::run_load(&load, work, "measured")?;
+    let (o1, c1) = (wan.origin_bytes(), edge.cpu_seconds());
+    let mut m = common::load_metrics(&v);
+    let secs = m.get("seconds").copied().unwrap_or(p.seconds).max(1e-9);
+    let sent = m.get("mb_per_sec").copied().unwrap_or(0.0) * 1e6 * secs;
+    let origin = o1 - o0;
+    m.insert("origin_mb".into(), origin / 1e6);
+    if sent > 0.0 {
+        m.insert("hit_ratio".into(), (1.0 - origin / sent).max(0.0));
+        m.insert("cpu_s_per_gb".into(), (c1 - c0) / (sent / 1e9));
+    }
+    m.insert("server_cpu_s".into(), c1 - c0);
+    Ok(m)
+}
+
+pub fn run(a: EdgeArgs) -> Result<()> {
+    if !sys::is_root() {
+        bail!("edge needs root: a network namespace, tc, a memory cgroup, drop_caches");
+    }
+    for t in ["ip", "tc", "nginx"] {
+        if which(t).is_none() {
+            bail!("edge needs {t} (apt-get install iproute2 nginx)");
+        }
+    }
+    let p = Plan::new(&a)?;
+    let root = ensure_library(&a.data, &p)?;
+    let wan = Wan::create(a.origin_mbit)?;
+    let work = common::workdir(&a.out, "edge")?;
+    let _origin = start_origin(&wan, &root, &work)?;
+    let cgroup = sys::MemCgroup::create(
+        &format!("spindle-bench-edge-{}", std::process::id()),
+        p.cgroup,
+    )?;
+    let mut machine = Machine::probe(&root);
+    if let Ok(v) = crate::servers::Server::NginxSendfile.version() {
+        machine.versions.insert("nginx-slice".into(), v);
+    }
+    machine.versions.insert(
+        "spindle".into(),
+        format!("spindle {} (io-uring, 1 worker)", env!("CARGO_PKG_VERSION")),
+    );
+    machine.cgroup_limit = Some(format!(
+        "{} MiB (cgroup v{}) for the edge under test",
+        p.cgroup >> 20,
+        cgroup.version
+    ));
+    let lib = p.library();
+    let mut report = Report::new(
+        "edge",
+        &format!(
+            "edge: a caching edge over a {:.1} GB library (10× its memory), origin at {} Mbit/s, Zipf {}",
+            lib as f64 / 1e9,
+            a.origin_mbit,
+            a.zipf
+        ),
+        machine,
+        json!({"files": p.files, "file_size": p.file_size, "library": lib, "cgroup": p.cgroup,
+               "cache": p.cache, "origin_mbit": a.origin_mbit, "zipf": a.zipf,
+               "parallel": a.parallel, "warmup_seconds": p.warmup, "seconds": p.seconds,
+               "rounds": p.rounds}),
+    );
+    report.baseline = "spindle".into();
+    report.primary = "mb_per_sec".into();
+    report.vs_best_peer = true;
+    if a.quick {
+        report.smoke_test("--quick: a 320 MB library of 1 MiB files, a 32 MiB cgroup, 2 s passes: a smoke test of the harness.");
+    }
+    report.notes = vec![
+        format!("the origin: Debian's nginx in a network namespace of its own, reached over a veth pair whose origin end is capped at {} Mbit/s (tc tbf, burst 256 KB)", a.origin_mbit),
+        format!("each edge on the host, pinned to CPU {}, in a {} MiB memory cgroup, with a fresh {} MiB disk cache every run (page cache dropped first)", common::pinning(1).0.unwrap_or_else(|| "any".into()), p.cgroup >> 20, p.cache >> 20),
+        "spindle: io-uring, 1 worker, `--origin`, `--cache-dir`, `--cache-size` (1 MiB slices), `--origin-ttl 604800` (as nginx's 7d)".into(),
+        format!("nginx-slice: 1 worker, `proxy_cache` (max_size the same), `slice {SLICE}` with `$slice_range` in the key, `aio threads` (32), `sendfile`, `proxy_cache_lock`, keep-alive to the origin"),
+        format!("load: spindle-load, {} keep-alive connections, random picks from a list of {URL_LINES} paths drawn Zipf({}) over the {} files (ranks shuffled per run): {} s warm-up, then {} s measured; no range requests", a.parallel, a.zipf, p.files, p.warmup, p.seconds),
+        "byte hit ratio = 1 − bytes the host received from the origin (the veth's rx_bytes: headers included) / body bytes the clients received; CPU per GB = the edge's process group CPU over the measured pass / GB to the clients".into(),
+        "Traffic Server is not in this run (not yet set up).".into(),
+    ];
+    let group = format!(
+        "{} files of {} MiB, cache {} MiB",
+        p.files,
+        p.file_size >> 20,
+        p.cache >> 20
+    );
+    let progress = Progress::new(u64::from(p.rounds) * SERVERS.len() as u64, "edge");
+    for round in 0..p.rounds as usize {
+        for server in common::rotated(&SERVERS, round) {
+            progress.start(format!("round {} {server}", round + 1));
+            let r = one_run(server, &p, &a, &wan, &cgroup, &work);
+            let line = match &r {
+                Ok(m) => format!(
+                    "round {} {server:<12} {:>6.0} MB/s  hit {:.3}  {:>6.0} MB from the origin  {:>6.0} req/s  p99 {:.1} ms  {:.2} CPU s/GB",
+                    round + 1,
+                    m.get("mb_per_sec").unwrap_or(&0.0),
+                    m.get("hit_ratio").unwrap_or(&0.0),
+                    m.get("origin_mb").unwrap_or(&0.0),
+                    m.get("fetches_per_sec").unwrap_or(&0.0),
+                    m.get("fetch_ms_p99").unwrap_or(&0.0),
+                    m.get("cpu_s_per_gb").unwrap_or(&0.0),
+                ),
+                Err(e) => format!("round {} {server}: {e:#}", round + 1),
+            };
+            report.add(
+                &group,
+                server,
+                r.map(|mut m| {
+                    m.insert("round".into(), round as f64);
+                    m
+                }),
+            );
+            progress.done(line);
+        }
+    }
+    progress.finish();
+    report.machine.finish();
+    let files = report.write(&a.out, "edge", &COLUMNS, "MB/s to clients")?;
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zipf_lists_favour_the_first_ranks() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        let paths = zipf_paths(100, 1.0, &mut rng);
+        assert_eq!(paths.len(), URL_LINES);
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &paths {
+            *counts.entry(p.as_str()).or_default() += 1;
+        }
+        let mut c: Vec<usize> = counts.values().copied().collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        // Zipf(1) over 100: the first rank has 1/H(100) = 19% of the picks.
+        let top = c[0] as f64 / URL_LINES as f64;
+        assert!((0.17..0.22).contains(&top), "{top}");
+        assert!(c.len() > 90, "most files appear");
+    }
+}
