@@ -150,8 +150,12 @@ fn a_full_cache_disk_serves_from_the_origin_with_one_warning() {
     let cache = tempfile::tempdir().unwrap();
     let _full = FullDisk::mount(cache.path());
     let metrics = format!("127.0.0.1:{}", free_port());
+    let log_dir = tempfile::tempdir().unwrap();
+    let access_log = log_dir.path().join("access.json");
     let mut args = edge_args(&origin, cache.path().to_str().unwrap());
     args.extend(["--metrics", &metrics]);
+    args.extend(["--access-log", access_log.to_str().unwrap()]);
+    args.extend(["--log-format", "json"]);
     let srv = Server::start("io-uring", root.path(), &args);
     for _ in 0..3 {
         let g = curl(&srv.url("/pool/big.deb"), &[]);
@@ -174,4 +178,10 @@ fn a_full_cache_disk_serves_from_the_origin_with_one_warning() {
         .count();
     assert_eq!(warned, 1, "{}", srv.stderr());
     pass_bytes_go(&metrics);
+    // The access log names each response's cache status: pass.
+    let lines = wait_log_lines(&access_log, 7);
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["cache"].as_str(), Some("pass"), "{l}");
+    }
 }
