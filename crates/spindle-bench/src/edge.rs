@@ -30,6 +30,7 @@ use serde_json::json;
 use crate::cold::parse_bytes;
 use crate::common::{self, End, Load, Machine, Progress};
 use crate::report::{col, Column, Report};
+use crate::scaleout::net::ip;
 use crate::servers::which;
 use crate::sys;
 
@@ -196,21 +197,6 @@ fn zipf_paths(files: usize, s: f64, rng: &mut impl Rng) -> Vec<String> {
         .collect()
 }
 
-fn run_ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
 /// The origin's network namespace, veth pair and capped link; removed on
 /// drop.
 struct Wan {
@@ -226,21 +212,21 @@ impl Wan {
             format!("sed{}h", pid % 100_000),
             format!("sed{}p", pid % 100_000),
         );
-        run_ip(&["netns", "add", &ns])?;
+        ip(&["netns", "add", &ns])?;
         let wan = Wan {
             ns: ns.clone(),
             host_dev: host_dev.clone(),
         };
-        run_ip(&[
+        ip(&[
             "link", "add", &host_dev, "type", "veth", "peer", "name", &peer,
         ])?;
-        run_ip(&["link", "set", &peer, "netns", &ns])?;
-        run_ip(&["addr", "add", &format!("{HOST_ADDR}/24"), "dev", &host_dev])?;
-        run_ip(&["link", "set", &host_dev, "up"])?;
+        ip(&["link", "set", &peer, "netns", &ns])?;
+        ip(&["addr", "add", &format!("{HOST_ADDR}/24"), "dev", &host_dev])?;
+        ip(&["link", "set", &host_dev, "up"])?;
         let inside = |a: &[&str]| {
             let mut v = vec!["netns", "exec", &ns, "ip"];
             v.extend_from_slice(a);
-            run_ip(&v)
+            ip(&v)
         };
         inside(&["addr", "add", &format!("{ORIGIN_ADDR}/24"), "dev", &peer])?;
         inside(&["link", "set", &peer, "up"])?;
@@ -273,8 +259,8 @@ impl Wan {
 
 impl Drop for Wan {
     fn drop(&mut self) {
-        let _ = run_ip(&["link", "del", &self.host_dev]);
-        let _ = run_ip(&["netns", "del", &self.ns]);
+        let _ = ip(&["link", "del", &self.host_dev]);
+        let _ = ip(&["netns", "del", &self.ns]);
     }
 }
 
@@ -350,7 +336,7 @@ fn wait_listening(addr: (&str, u16), log: &Path) -> Result<()> {
 }
 
 /// nginx's temp paths and basics, beneath `dir`.
-fn nginx_head(dir: &Path, master: bool) -> String {
+pub(crate) fn nginx_head(dir: &Path, master: bool) -> String {
     let d = dir.display();
     format!(
         "daemon off;\nmaster_process {};\nworker_processes 1;\npid {d}/nginx.pid;\n\

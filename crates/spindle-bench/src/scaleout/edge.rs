@@ -45,13 +45,9 @@ impl Origin {
         let port = sys::free_port()?;
         let dir = work.join("origin");
         std::fs::create_dir_all(&dir)?;
-        let d = dir.display();
         let conf = format!(
-            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
-             error_log {d}/error.log;\nevents {{ worker_connections 1024; }}\n\
-             http {{\n  access_log off;\n  sendfile on;\n  client_body_temp_path {d};\n\
-             proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n\
-             scgi_temp_path {d};\n  server {{\n    listen 0.0.0.0:{port};\n    root {};\n  }}\n}}\n",
+            "{}  server {{\n    listen 0.0.0.0:{port};\n    root {};\n  }}\n}}\n",
+            crate::edge::nginx_head(&dir, false),
             root.display()
         );
         let path = dir.join("nginx.conf");

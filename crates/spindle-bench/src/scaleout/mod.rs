@@ -42,7 +42,7 @@ use crate::sys;
 mod client;
 mod edge;
 mod fleet;
-mod net;
+pub(crate) mod net;
 
 use client::*;
 use fleet::*;

@@ -3,7 +3,8 @@
 
 use super::*;
 
-fn ip(args: &[&str]) -> Result<()> {
+/// Runs `ip ARGS` (iproute2); its error output on failure.
+pub(crate) fn ip(args: &[&str]) -> Result<()> {
     let out = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
