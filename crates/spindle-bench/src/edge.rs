@@ -50,13 +50,15 @@ const FRESH_SECS: u64 = 7 * 86_400;
 /// How long a server may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-const COLUMNS: [Column; 8] = [
+const COLUMNS: [Column; 10] = [
     col("mb_per_sec", "MB/s to clients", 0),
     col("hit_ratio", "byte hit ratio", 3),
     col("origin_mb", "MB from the origin", 0),
     col("fetches_per_sec", "req/s", 0),
     col("fetch_ms_p99", "p99 ms", 1),
     col("cpu_s_per_gb", "server CPU s / GB", 2),
+    col("cache_mb", "cache MB on disk, mean", 0),
+    col("cache_peak_mb", "peak", 0),
     col("errors", "errors", 0),
     col("non_200", "non-200", 0),
 ];
@@ -81,9 +83,10 @@ pub struct EdgeArgs {
     /// Each edge's disk cache.
     #[arg(long, default_value = "1536m")]
     pub cache_size: String,
-    /// The origin link's rate, Mbit/s (tc tbf on the origin's side).
-    #[arg(long, default_value_t = 1000)]
-    pub origin_mbit: u64,
+    /// The origin link's rates, Mbit/s (tc tbf on the origin's side): a
+    /// table for each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000u64, 10000])]
+    pub origin_mbit: Vec<u64>,
     /// Zipf exponent of the requests over the library.
     #[arg(long, default_value_t = 0.8)]
     pub zipf: f64,
@@ -96,6 +99,13 @@ pub struct EdgeArgs {
     /// Seconds of the measured pass.
     #[arg(long, default_value_t = 30.0)]
     pub seconds: f64,
+    /// spindle's `--cache-size`; by default what nginx held on disk, on
+    /// average, in a calibration run at each rate (see `size_spindle`).
+    #[arg(long)]
+    pub spindle_cache_size: Option<String>,
+    /// Only these edges (comma-separated: spindle, nginx-slice).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
     /// Small and short, one round: a smoke test.
     #[arg(long)]
     pub quick: bool,
@@ -106,7 +116,10 @@ struct Plan {
     files: usize,
     file_size: u64,
     cgroup: u64,
+    /// nginx's `max_size`.
     cache: u64,
+    /// spindle's `--cache-size`: what nginx holds at `cache`, measured.
+    spindle_cache: u64,
     warmup: f64,
     seconds: f64,
     rounds: u32,
@@ -131,6 +144,7 @@ impl Plan {
             file_size: fs,
             cgroup: cg,
             cache,
+            spindle_cache: cache,
             warmup: if a.quick { 2.0 } else { a.warmup_seconds },
             seconds: if a.quick { 2.0 } else { a.seconds },
             rounds: if a.quick { 1 } else { a.rounds.clamp(1, 50) },
@@ -202,6 +216,7 @@ fn zipf_paths(files: usize, s: f64, rng: &mut impl Rng) -> Vec<String> {
 struct Wan {
     ns: String,
     host_dev: String,
+    peer: String,
 }
 
 impl Wan {
@@ -216,6 +231,7 @@ impl Wan {
         let wan = Wan {
             ns: ns.clone(),
             host_dev: host_dev.clone(),
+            peer: peer.clone(),
         };
         ip(&[
             "link", "add", &host_dev, "type", "veth", "peer", "name", &peer,
@@ -231,18 +247,32 @@ impl Wan {
         inside(&["addr", "add", &format!("{ORIGIN_ADDR}/24"), "dev", &peer])?;
         inside(&["link", "set", &peer, "up"])?;
         inside(&["link", "set", "lo", "up"])?;
+        wan.tbf("add", mbit)?;
+        Ok(wan)
+    }
+
+    /// Caps the origin's side of the link at `mbit`.
+    fn set_rate(&self, mbit: u64) -> Result<()> {
+        self.tbf("change", mbit)
+    }
+
+    /// A token bucket of `mbit`, whose burst is 2 ms of it (at least 256
+    /// KB): a smaller bucket than the kernel's timer tick drains caps
+    /// the link below its rate.
+    fn tbf(&self, verb: &str, mbit: u64) -> Result<()> {
+        let burst_kb = (mbit * 1_000_000 / 8 / 500 / 1000).max(256);
         let tc = Command::new("ip")
-            .args([
-                "netns", "exec", &ns, "tc", "qdisc", "add", "dev", &peer, "root",
-            ])
-            .args(["tbf", "rate", &format!("{mbit}mbit"), "burst", "256kb"])
+            .args(["netns", "exec", &self.ns, "tc", "qdisc", verb, "dev"])
+            .args([&self.peer, "root"])
+            .args(["tbf", "rate", &format!("{mbit}mbit")])
+            .args(["burst", &format!("{burst_kb}kb")])
             .args(["latency", "50ms"])
             .status()
             .context("running tc (iproute2)")?;
         if !tc.success() {
             bail!("tc could not cap the origin's link at {mbit} Mbit/s");
         }
-        Ok(wan)
+        Ok(())
     }
 
     /// Bytes the host received from the origin so far.
@@ -262,6 +292,65 @@ impl Drop for Wan {
         let _ = ip(&["link", "del", &self.host_dev]);
         let _ = ip(&["netns", "del", &self.ns]);
     }
+}
+
+/// Samples the bytes a cache directory holds on disk (allocated blocks,
+/// as `du`), once per `CACHE_SAMPLE`, until stopped: nginx's cache
+/// manager enforces `max_size` after the fact, so the bytes a cache
+/// actually held are measured, not taken from its setting.
+struct CacheWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<u64>>>,
+}
+
+/// How often `CacheWatch` walks the cache directory.
+const CACHE_SAMPLE: Duration = Duration::from_secs(1);
+
+impl CacheWatch {
+    fn start(dir: PathBuf) -> CacheWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                samples.push(disk_bytes(&dir));
+                std::thread::sleep(CACHE_SAMPLE);
+            }
+            samples
+        });
+        CacheWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// (mean, peak) bytes held while it ran.
+    fn finish(mut self) -> (f64, f64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let v = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        let peak = v.iter().copied().max().unwrap_or(0) as f64;
+        let mean = v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+        (mean, peak)
+    }
+}
+
+/// Bytes allocated on disk beneath `dir` (files vanish while it walks).
+fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_bytes(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.blocks() * 512).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// A process group started for the experiment; killed on drop.
@@ -409,7 +498,7 @@ fn start_edge(
                 "--cache-dir".into(),
                 cache.display().to_string(),
                 "--cache-size".into(),
-                p.cache.to_string(),
+                p.spindle_cache.to_string(),
                 // Fresh as long as nginx's proxy_cache_valid: the origin
                 // says nothing, and the library does not change.
                 "--origin-ttl".into(),
@@ -432,7 +521,7 @@ fn start_edge(
                  proxy_cache_lock on;\n      proxy_pass http://origin;\n    }}\n  }}\n}}\n",
                 nginx_head(&dir, true),
                 cache.display(),
-                p.cache
+                p.cache,
             );
             std::fs::write(dir.join("nginx.conf"), conf)?;
             let nginx = which("nginx").context("edge needs nginx")?;
@@ -480,9 +569,12 @@ fn one_run(
     };
     common::run_load(&load, work, "warmup")?;
     let (o0, c0) = (wan.origin_bytes(), edge.cpu_seconds());
+    let watch = CacheWatch::start(work.join(format!("edge-{server}")).join("cache"));
     load.end = End::Seconds(p.seconds);
-    let v = common::run_load(&load, work, "measured")?;
+    let v = common::run_load(&load, work, "measured");
     let (o1, c1) = (wan.origin_bytes(), edge.cpu_seconds());
+    let (held, peak) = watch.finish();
+    let v = v?;
     let mut m = common::load_metrics(&v);
     let secs = m.get("seconds").copied().unwrap_or(p.seconds).max(1e-9);
     let sent = m.get("mb_per_sec").copied().unwrap_or(0.0) * 1e6 * secs;
@@ -493,7 +585,55 @@ fn one_run(
         m.insert("cpu_s_per_gb".into(), (c1 - c0) / (sent / 1e9));
     }
     m.insert("server_cpu_s".into(), c1 - c0);
+    m.insert("cache_mb".into(), held / 1e6);
+    m.insert("cache_peak_mb".into(), peak / 1e6);
     Ok(m)
+}
+
+/// nginx's cache manager trims to `max_size` after the fact, in bursts:
+/// with `max_size` 1536 MiB its directory held 2.2 GB on average (peak
+/// 2.8) with the origin at 1000 Mbit/s, and 2.6 GB (peak 3.7) at 10,000,
+/// while spindle holds its `--cache-size` to the byte. So that both
+/// caches hold the same bytes, one nginx run (warm-up and measured pass,
+/// not counted) measures what nginx holds at this rate, and spindle is
+/// given that as its `--cache-size`; the tables show what each held.
+/// Returns the line for the report.
+fn size_spindle(
+    p: &mut Plan,
+    a: &EdgeArgs,
+    mbit: u64,
+    wan: &Wan,
+    cgroup: &sys::MemCgroup,
+    work: &Path,
+) -> Result<String> {
+    if let Some(v) = &a.spindle_cache_size {
+        p.spindle_cache = parse_bytes(v)?;
+        return Ok(format!(
+            "at {mbit} Mbit/s: spindle's `--cache-size` {} MB (`--spindle-cache-size`), nginx's `max_size` {} MiB",
+            p.spindle_cache / 1_000_000,
+            p.cache >> 20
+        ));
+    }
+    p.spindle_cache = p.cache;
+    let wants_nginx = a.only.is_empty() || a.only.iter().any(|o| o == "nginx-slice");
+    if a.quick || !wants_nginx {
+        return Ok(format!(
+            "at {mbit} Mbit/s: both caches {} MiB, not calibrated",
+            p.cache >> 20
+        ));
+    }
+    eprintln!("edge: at {mbit} Mbit/s, measuring what nginx holds (one run, not counted)");
+    let m = one_run("nginx-slice", p, a, wan, cgroup, work)?;
+    let held = m.get("cache_mb").copied().unwrap_or(0.0) * 1e6;
+    let peak = m.get("cache_peak_mb").copied().unwrap_or(0.0) * 1e6;
+    p.spindle_cache = (held as u64).max(p.cache);
+    Ok(format!(
+        "at {mbit} Mbit/s: nginx at `max_size` {} MiB held a mean of {:.0} MB on disk (peak {:.0}) in a calibration run, so spindle's `--cache-size` is {} MB",
+        p.cache >> 20,
+        held / 1e6,
+        peak / 1e6,
+        p.spindle_cache / 1_000_000
+    ))
 }
 
 pub fn run(a: EdgeArgs) -> Result<()> {
@@ -505,16 +645,85 @@ pub fn run(a: EdgeArgs) -> Result<()> {
             bail!("edge needs {t} (apt-get install iproute2 nginx)");
         }
     }
-    let p = Plan::new(&a)?;
+    if a.origin_mbit.is_empty() || a.origin_mbit.contains(&0) {
+        bail!("--origin-mbit: one or more rates above 0");
+    }
+    let mut p = Plan::new(&a)?;
     let root = ensure_library(&a.data, &p)?;
-    let wan = Wan::create(a.origin_mbit)?;
+    let wan = Wan::create(a.origin_mbit[0])?;
     let work = common::workdir(&a.out, "edge")?;
     let _origin = start_origin(&wan, &root, &work)?;
     let cgroup = sys::MemCgroup::create(
         &format!("spindle-bench-edge-{}", std::process::id()),
         p.cgroup,
     )?;
-    let mut machine = Machine::probe(&root);
+    let mut report = new_report(&a, &p, &root, &cgroup);
+    let wants = |s: &str| a.only.is_empty() || a.only.iter().any(|o| o == s);
+    let chosen = SERVERS.iter().filter(|s| wants(s)).count() as u64;
+    let progress = Progress::new(
+        a.origin_mbit.len() as u64 * u64::from(p.rounds) * chosen,
+        "edge",
+    );
+    for &mbit in &a.origin_mbit {
+        wan.set_rate(mbit)?;
+        let sized = size_spindle(&mut p, &a, mbit, &wan, &cgroup, &work)?;
+        report.notes.push(sized);
+        let group = format!(
+            "origin at {mbit} Mbit/s: {} files of {} MiB",
+            p.files,
+            p.file_size >> 20
+        );
+        for round in 0..p.rounds as usize {
+            for server in common::rotated(&SERVERS, round) {
+                if !wants(server) {
+                    continue;
+                }
+                progress.start(format!("{mbit} Mbit/s round {} {server}", round + 1));
+                let r = one_run(server, &p, &a, &wan, &cgroup, &work);
+                let line = run_line(mbit, round, server, &r);
+                report.add(
+                    &group,
+                    server,
+                    r.map(|mut m| {
+                        m.insert("round".into(), round as f64);
+                        m
+                    }),
+                );
+                progress.done(line);
+            }
+        }
+    }
+    progress.finish();
+    report.machine.finish();
+    let files = report.write(&a.out, "edge", &COLUMNS, "MB/s to clients")?;
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+/// The progress line of one run.
+fn run_line(mbit: u64, round: usize, server: &str, r: &Result<BTreeMap<String, f64>>) -> String {
+    match r {
+        Ok(m) => format!(
+            "{mbit} Mbit/s round {} {server:<12} {:>6.0} MB/s  hit {:.3}  {:>6.0} MB from the origin  {:>6.0} req/s  p99 {:.1} ms  {:.2} CPU s/GB  cache {:.0} MB",
+            round + 1,
+            m.get("mb_per_sec").unwrap_or(&0.0),
+            m.get("hit_ratio").unwrap_or(&0.0),
+            m.get("origin_mb").unwrap_or(&0.0),
+            m.get("fetches_per_sec").unwrap_or(&0.0),
+            m.get("fetch_ms_p99").unwrap_or(&0.0),
+            m.get("cpu_s_per_gb").unwrap_or(&0.0),
+            m.get("cache_mb").unwrap_or(&0.0),
+        ),
+        Err(e) => format!("{mbit} Mbit/s round {} {server}: {e:#}", round + 1),
+    }
+}
+
+/// The report, its machine and its notes (the calibration's are added
+/// per rate).
+fn new_report(a: &EdgeArgs, p: &Plan, root: &Path, cgroup: &sys::MemCgroup) -> Report {
+    let mut machine = Machine::probe(root);
     if let Ok(v) = crate::servers::Server::NginxSendfile.version() {
         machine.versions.insert("nginx-slice".into(), v);
     }
@@ -528,12 +737,13 @@ pub fn run(a: EdgeArgs) -> Result<()> {
         cgroup.version
     ));
     let lib = p.library();
+    let rates: Vec<String> = a.origin_mbit.iter().map(|r| r.to_string()).collect();
     let mut report = Report::new(
         "edge",
         &format!(
             "edge: a caching edge over a {:.1} GB library (10× its memory), origin at {} Mbit/s, Zipf {}",
             lib as f64 / 1e9,
-            a.origin_mbit,
+            rates.join(" and "),
             a.zipf
         ),
         machine,
@@ -549,56 +759,15 @@ pub fn run(a: EdgeArgs) -> Result<()> {
         report.smoke_test("--quick: a 320 MB library of 1 MiB files, a 32 MiB cgroup, 2 s passes: a smoke test of the harness.");
     }
     report.notes = vec![
-        format!("the origin: Debian's nginx in a network namespace of its own, reached over a veth pair whose origin end is capped at {} Mbit/s (tc tbf, burst 256 KB)", a.origin_mbit),
-        format!("each edge on the host, pinned to CPU {}, in a {} MiB memory cgroup, with a fresh {} MiB disk cache every run (page cache dropped first)", common::pinning(1).0.unwrap_or_else(|| "any".into()), p.cgroup >> 20, p.cache >> 20),
-        "spindle: io-uring, 1 worker, `--origin`, `--cache-dir`, `--cache-size` (1 MiB slices), `--origin-ttl 604800` (as nginx's 7d)".into(),
-        format!("nginx-slice: 1 worker, `proxy_cache` (max_size the same), `slice {SLICE}` with `$slice_range` in the key, `aio threads` (32), `sendfile`, `proxy_cache_lock`, keep-alive to the origin"),
+        "the origin: Debian's nginx in a network namespace of its own, reached over a veth pair whose origin end is capped by tc tbf (burst 2 ms of the rate, at least 256 KB) at the table's rate".into(),
+        format!("each edge on the host, pinned to CPU {}, in a {} MiB memory cgroup, with a fresh disk cache every run (page cache dropped first)", common::pinning(1).0.unwrap_or_else(|| "any".into()), p.cgroup >> 20),
+        "spindle: io-uring, 1 worker, `--origin`, `--cache-dir`, `--cache-size` (below; 1 MiB slices; TinyLFU admission), `--origin-ttl 604800` (as nginx's 7d)".into(),
+        format!("nginx-slice: 1 worker, `proxy_cache` (LRU) with `max_size` {} MiB, `slice {SLICE}` with `$slice_range` in the key, `aio threads` (32), `sendfile`, `proxy_cache_lock`, keep-alive to the origin", p.cache >> 20),
         format!("load: spindle-load, {} keep-alive connections, random picks from a list of {URL_LINES} paths drawn Zipf({}) over the {} files (ranks shuffled per run): {} s warm-up, then {} s measured; no range requests", a.parallel, a.zipf, p.files, p.warmup, p.seconds),
-        "byte hit ratio = 1 − bytes the host received from the origin (the veth's rx_bytes: headers included) / body bytes the clients received; CPU per GB = the edge's process group CPU over the measured pass / GB to the clients".into(),
+        "byte hit ratio = 1 − bytes the host received from the origin (the veth's rx_bytes: headers included) / body bytes the clients received; CPU per GB = the edge's process group CPU over the measured pass / GB to the clients; cache MB on disk = the cache directory's allocated blocks, sampled each second of the measured pass".into(),
         "Traffic Server is not in this run (not yet set up).".into(),
     ];
-    let group = format!(
-        "{} files of {} MiB, cache {} MiB",
-        p.files,
-        p.file_size >> 20,
-        p.cache >> 20
-    );
-    let progress = Progress::new(u64::from(p.rounds) * SERVERS.len() as u64, "edge");
-    for round in 0..p.rounds as usize {
-        for server in common::rotated(&SERVERS, round) {
-            progress.start(format!("round {} {server}", round + 1));
-            let r = one_run(server, &p, &a, &wan, &cgroup, &work);
-            let line = match &r {
-                Ok(m) => format!(
-                    "round {} {server:<12} {:>6.0} MB/s  hit {:.3}  {:>6.0} MB from the origin  {:>6.0} req/s  p99 {:.1} ms  {:.2} CPU s/GB",
-                    round + 1,
-                    m.get("mb_per_sec").unwrap_or(&0.0),
-                    m.get("hit_ratio").unwrap_or(&0.0),
-                    m.get("origin_mb").unwrap_or(&0.0),
-                    m.get("fetches_per_sec").unwrap_or(&0.0),
-                    m.get("fetch_ms_p99").unwrap_or(&0.0),
-                    m.get("cpu_s_per_gb").unwrap_or(&0.0),
-                ),
-                Err(e) => format!("round {} {server}: {e:#}", round + 1),
-            };
-            report.add(
-                &group,
-                server,
-                r.map(|mut m| {
-                    m.insert("round".into(), round as f64);
-                    m
-                }),
-            );
-            progress.done(line);
-        }
-    }
-    progress.finish();
-    report.machine.finish();
-    let files = report.write(&a.out, "edge", &COLUMNS, "MB/s to clients")?;
-    for f in files {
-        eprintln!("wrote {}", f.display());
-    }
-    Ok(())
+    report
 }
 
 #[cfg(test)]

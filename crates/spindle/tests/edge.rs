@@ -7,7 +7,8 @@
 //! still wins; bad flags are one error line. A large object streams
 //! while its slices are fetched, and one replaced at the origin during a
 //! download ends that download short, never spliced. A slow origin
-//! does not slow the clients of cached files. S3 origins on Garage:
+//! does not slow the clients of cached files. A full cache keeps the
+//! objects asked for more often over ones asked for once. S3 origins on Garage:
 //! edge_s3.rs; pass-through: edge_pass.rs.
 
 mod common;
@@ -274,18 +275,9 @@ fn a_stale_object_is_revalidated_not_fetched_again() {
     }
     // The access log names each: miss, revalidated, miss (the new
     // version), hit.
-    let lines = wait_log_lines(&access_log, 4);
-    let statuses: Vec<String> = lines
-        .iter()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["cache"].as_str().unwrap_or("null").to_string()
-        })
-        .collect();
     assert_eq!(
-        statuses,
-        ["miss", "revalidated", "miss", "hit"],
-        "{lines:#?}"
+        cache_statuses(&access_log, 4),
+        ["miss", "revalidated", "miss", "hit"]
     );
 }
 
@@ -512,4 +504,69 @@ fn a_slow_origin_does_not_slow_the_clients_of_cached_files() {
         busy < quiet + 50.0,
         "p99 of a cached file {busy:.1} ms beside slow misses, {quiet:.1} ms alone"
     );
+}
+
+#[test]
+fn a_full_cache_keeps_what_is_asked_for_over_what_is_asked_for_once() {
+    // Two objects fill the cache, each asked for three times; then two
+    // objects are asked for once each. Plain LRU would now hold the two
+    // new ones and miss both old ones; spindle stores a newcomer on
+    // probation, last in line (TinyLFU admission): while it is fetched
+    // it takes the oldest object's place (the bound holds), and the next
+    // newcomer pushes it out, not the other popular one.
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let log_dir = tempfile::tempdir().unwrap();
+    let access_log = log_dir.path().join("access.json");
+    let files: Vec<(String, Vec<u8>)> = ["hot1", "hot2", "cold1", "cold2"]
+        .iter()
+        .zip(20u64..)
+        .map(|(n, seed)| (n.to_string(), random_bytes(M as u64, seed)))
+        .collect();
+    let named: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    let extra = [
+        "--cache-size",
+        "2M",
+        "--metrics",
+        &metrics,
+        "--access-log",
+        access_log.to_str().unwrap(),
+        "--log-format",
+        "json",
+    ];
+    let Some(e) = Edge::start(&named, &extra) else {
+        return;
+    };
+    let get = |i: usize| {
+        let g = curl(&e.srv.url(&format!("/{}", files[i].0)), &[]);
+        assert_eq!(g.status, 200, "{}", g.head);
+        assert!(g.body == files[i].1, "{} byte for byte", files[i].0);
+    };
+    for i in [0, 1, 0, 1, 0, 1] {
+        get(i);
+    }
+    get(2);
+    get(3);
+    get(1);
+    get(2);
+    let fetched = |name: &str| {
+        e.nginx
+            .log()
+            .iter()
+            .filter(|l| l.starts_with(&format!("GET /{name} ")))
+            .count()
+    };
+    assert_eq!(fetched("hot2"), 1, "hot2 kept: {:#?}", e.nginx.log());
+    assert_eq!(fetched("cold1"), 2, "cold1 pushed out by cold2");
+    assert_eq!(fetched("hot1"), 1, "hot1 not asked for again");
+    assert_eq!(
+        cache_statuses(&access_log, 10)[6..],
+        ["miss", "miss", "hit", "miss"]
+    );
+    let m = curl(&format!("http://{metrics}/metrics"), &[]);
+    let text = String::from_utf8_lossy(&m.body);
+    let line = "spindle_edge_probation_total 3";
+    assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
 }

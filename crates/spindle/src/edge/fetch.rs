@@ -306,6 +306,50 @@ impl Origin {
     }
 }
 
+thread_local! {
+    /// A helper's slice buffer, handed back by [`recycle`] once stored:
+    /// a fresh megabyte per slice cost page faults and zeroing, a fifth
+    /// of the helpers' CPU at 10 Gbit/s.
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Gives a slice's bytes back to this thread's next read.
+pub fn recycle(bytes: Vec<u8>) {
+    BUFFER.with(|b| {
+        let mut b = b.borrow_mut();
+        if bytes.capacity() > b.capacity() {
+            *b = bytes;
+        }
+    });
+}
+
+/// Exactly `n` bytes of `body`, into this thread's buffer (zeroed only
+/// where it grows): fewer is an error, and so is more.
+fn read_body(body: &mut ureq::Body, n: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    assert!(n as u64 <= SLICE_SIZE);
+    let mut buf = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    buf.resize(n, 0);
+    let mut r = body
+        .with_config()
+        // ureq's limit refuses a body of exactly `limit` bytes.
+        .limit(SLICE_SIZE + 1)
+        .reader();
+    let more = r.read_exact(&mut buf).and_then(|()| r.read(&mut [0u8; 1]));
+    match more {
+        Ok(0) => Ok(buf),
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("more than the {n} bytes of the slice"),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("fewer than the {n} bytes of the slice"),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads an origin's answer for slice `index` (of `pinned`, if given).
 fn read(
     mut resp: ureq::http::Response<ureq::Body>,
@@ -382,20 +426,8 @@ fn read(
         )));
     }
     let date = field("date");
-    let bytes = resp
-        .body_mut()
-        .with_config()
-        // ureq's limit refuses a body of exactly `limit` bytes.
-        .limit(SLICE_SIZE + 1)
-        .read_to_vec()
+    let bytes = read_body(resp.body_mut(), (end - start) as usize)
         .map_err(|e| FetchError::Unreachable(format!("reading slice {index}: {e}")))?;
-    if bytes.len() as u64 != end - start {
-        return Err(FetchError::Malformed(format!(
-            "{} bytes for a slice of {}",
-            bytes.len(),
-            end - start
-        )));
-    }
     Ok(Answer::Slice(Slice {
         version,
         fields,

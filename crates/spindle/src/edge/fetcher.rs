@@ -236,7 +236,7 @@ impl<W: Send + 'static> Fetcher<W> {
             // the object since this one looked.
             None => s
                 .store
-                .get(&want.path)
+                .peek(&want.path)
                 .filter(|o| o.fresh(now()) && (o.length() == 0 || o.has(0))),
         };
         if let Some(o) = stored {
@@ -359,9 +359,18 @@ fn fetch<W>(s: &Shared<W>, want: &Want) -> Landed {
     };
     c.origin_bytes
         .fetch_add(slice.bytes.len() as u64, Ordering::Relaxed);
+    let landed = store_slice(s, want, &slice, t);
+    super::fetch::recycle(slice.bytes);
+    landed
+}
+
+/// Stores a slice just fetched: into the object asked for, or, for a
+/// first slice, the one [`first_object`] picks.
+fn store_slice<W>(s: &Shared<W>, want: &Want, slice: &Slice, t: i64) -> Landed {
+    let c = &s.counters;
     let obj = match &want.object {
         Some(o) => o.clone(),
-        None => match first_object(s, want, &slice, t) {
+        None => match first_object(s, want, slice, t) {
             Ok(o) => o,
             Err(landed) => return landed,
         },
@@ -406,7 +415,7 @@ fn first_object<W>(
     let c = &s.counters;
     let meta = meta_of(slice, s.policy, t);
     if meta.freshness.store {
-        match s.store.get(&want.path) {
+        match s.store.peek(&want.path) {
             Some(cur) if cur.meta.version.same(&slice.version) => return Ok(cur),
             _ => match s.store.begin(&want.path, meta.clone()) {
                 Ok(o) => return Ok(o),

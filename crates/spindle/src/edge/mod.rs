@@ -91,6 +91,12 @@ pub fn metrics_text() -> String {
         &[("", get(&st.passed))],
     );
     fam(
+        "spindle_edge_probation_total",
+        "counter",
+        "New objects stored last in line: the cache was full of objects asked for more often (TinyLFU admission).",
+        &[("", get(&st.probation))],
+    );
+    fam(
         "spindle_edge_pass_bytes",
         "gauge",
         "Bytes of pass-through slices held in memory.",

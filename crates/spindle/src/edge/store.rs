@@ -18,7 +18,13 @@
 //! overwritten, so two versions are never spliced.
 //!
 //! **Bounded by bytes**, counting the slices stored, least recently used
-//! object first out. At start the directory is scanned: temporary files
+//! object first out. Past the bound a new object takes its place at the
+//! front of that order only if it was asked for more often lately than
+//! each object it would push out (TinyLFU, `spindle_core::edge::admission`);
+//! else it is stored on probation, last in line: the next object in
+//! pushes it out, unless it is asked for again first (then it moves to
+//! the front). It is stored all the same, so that requests that come
+//! while it is fetched share that fetch. At start the directory is scanned: temporary files
 //! are removed, every object whose three files agree is indexed (oldest
 //! map first), anything else is removed.
 
@@ -30,10 +36,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use spindle_core::edge::admission::Frequency;
 use spindle_core::edge::meta::Meta;
 use spindle_core::edge::slice::{self, Present};
 
 use super::scratch::Scratch;
+
+/// The object size the admission sketch is sized for (`--cache-size` /
+/// this many counters per row): small enough that a cache of small files
+/// keeps its estimates apart, and bounded by `admission::MAX_WIDTH`.
+pub const SKETCH_BYTES_PER_COUNTER: u64 = 64 << 10;
+/// Objects an admission looks at, at most, as the ones a new object
+/// would push out: past them it is judged on those.
+pub const MAX_ADMISSION_VICTIMS: usize = 64;
 
 /// One version of one object in the cache. Workers hold it (an `Arc`)
 /// while they send from it and read its slice bits without a lock.
@@ -180,19 +195,68 @@ struct Entry {
     obj: Arc<Object>,
     used: u64,
     bytes: u64,
+    /// Stored last in line (admission refused it a place ahead).
+    probation: bool,
 }
 
-#[derive(Default)]
+/// Where `Index::clock` starts: ticks below it are probation's, counting
+/// down (`Index::low`), so that they sort before every object used.
+const CLOCK_START: u64 = 1 << 62;
+
 struct Index {
     objects: HashMap<String, Entry>,
     /// `used` → key, oldest first.
     lru: BTreeMap<u64, String>,
     clock: u64,
+    /// The last probation tick handed out (counts down from CLOCK_START).
+    low: u64,
     bytes: u64,
     next_vid: u64,
+    /// How often each name was asked for lately.
+    freq: Frequency,
 }
 
 impl Index {
+    fn new(max_bytes: u64) -> Index {
+        Index {
+            objects: HashMap::new(),
+            lru: BTreeMap::new(),
+            clock: CLOCK_START,
+            low: CLOCK_START,
+            bytes: 0,
+            next_vid: 0,
+            freq: Frequency::new((max_bytes / SKETCH_BYTES_PER_COUNTER) as usize),
+        }
+    }
+
+    /// Whether a new object of `length` bytes under `key` goes in first in
+    /// line: while there is room, yes; past it, only if `key` was asked
+    /// for more often than each of the least recently used objects, not on
+    /// probation, whose bytes it needs (objects on probation go first
+    /// anyway, but do not make room for a place ahead: a newcomer that
+    /// only pushes out another newcomer is on probation too).
+    fn admits(&self, key: &str, length: u64, max: u64) -> bool {
+        let mut need = (self.bytes + length).saturating_sub(max);
+        if need == 0 {
+            return true;
+        }
+        let wanted = self.freq.estimate(key.as_bytes());
+        let victims = self.lru.values().filter_map(|k| {
+            let e = self.objects.get(k)?;
+            let idle = k != key && Arc::strong_count(&e.obj) == 1;
+            (idle && !e.probation).then_some((k, e.bytes))
+        });
+        for (k, bytes) in victims.take(MAX_ADMISSION_VICTIMS) {
+            if self.freq.estimate(k.as_bytes()) >= wanted {
+                return false;
+            }
+            need = need.saturating_sub(bytes);
+            if need == 0 {
+                break;
+            }
+        }
+        true
+    }
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
@@ -203,6 +267,7 @@ impl Index {
         if let Some(e) = self.objects.get_mut(key) {
             self.lru.remove(&e.used);
             e.used = now;
+            e.probation = false;
             self.lru.insert(now, key.to_string());
         }
     }
@@ -214,12 +279,23 @@ impl Index {
         Some(e.obj)
     }
 
-    fn insert(&mut self, obj: Arc<Object>, bytes: u64) {
-        let used = self.tick();
+    /// Indexes `obj`: first in line, or, on `probation`, last.
+    fn insert(&mut self, obj: Arc<Object>, bytes: u64, probation: bool) {
+        let used = if probation {
+            self.low -= 1;
+            self.low
+        } else {
+            self.tick()
+        };
         self.lru.insert(used, obj.key.clone());
         self.bytes += bytes;
-        self.objects
-            .insert(obj.key.clone(), Entry { obj, used, bytes });
+        let e = Entry {
+            obj,
+            used,
+            bytes,
+            probation,
+        };
+        self.objects.insert(e.obj.key.clone(), e);
     }
 
     /// The least recently used objects to drop so that `max` bytes hold
@@ -254,6 +330,9 @@ pub struct Counters {
     pub evictions: AtomicU64,
     /// Objects served without storing (scratch.rs).
     pub passed: AtomicU64,
+    /// New objects stored on probation (admission refused them a place
+    /// ahead of objects asked for more often).
+    pub probation: AtomicU64,
 }
 
 /// The cache directory and its index, shared by the edge's helpers (which
@@ -277,7 +356,7 @@ impl Store {
         let s = Store {
             dir: dir.to_path_buf(),
             max_bytes,
-            index: Mutex::new(Index::default()),
+            index: Mutex::new(Index::new(max_bytes)),
             counters: Counters::default(),
             scratch_bytes: Arc::new(AtomicU64::new(0)),
             warned: AtomicBool::new(false),
@@ -296,13 +375,27 @@ impl Store {
         self.lock().bytes
     }
 
-    /// The object stored for `path`, if any, marked as just used.
+    /// A request for `path`: the object stored for it, if any, marked as
+    /// just used; and the request counted for admission, hit or miss.
     pub fn get(&self, path: &[u8]) -> Option<Arc<Object>> {
         let k = key(path);
         let mut ix = self.lock();
+        let n = ix.objects.len();
+        ix.freq.add(k.as_bytes(), n);
         let obj = ix.objects.get(&k)?.obj.clone();
         ix.touch(&k);
         Some(obj)
+    }
+
+    /// The object stored for `path`, if any, as it is (not a request).
+    pub fn peek(&self, path: &[u8]) -> Option<Arc<Object>> {
+        self.lock().objects.get(&key(path)).map(|e| e.obj.clone())
+    }
+
+    /// Whether a new object of `length` bytes for `path` would go in first
+    /// in line (see `Index::admits`), rather than on probation.
+    pub fn admits(&self, path: &[u8], length: u64) -> bool {
+        self.lock().admits(&key(path), length, self.max_bytes)
     }
 
     /// A new version of `path`'s object, with no slice yet, in place of
@@ -333,7 +426,11 @@ impl Store {
         let old = {
             let mut ix = self.lock();
             let old = ix.remove(&k);
-            ix.insert(obj.clone(), 0);
+            let probation = !ix.admits(&k, obj.length(), self.max_bytes);
+            if probation {
+                self.counters.probation.fetch_add(1, Ordering::Relaxed);
+            }
+            ix.insert(obj.clone(), 0, probation);
             old
         };
         if let Some(o) = old {
@@ -558,7 +655,7 @@ impl Store {
         ix.next_vid = max_vid;
         for (_, obj, bytes) in found {
             if best.get(&obj.key) == Some(&obj.vid) {
-                ix.insert(obj, bytes);
+                ix.insert(obj, bytes, false);
             } else {
                 doomed.push((obj.key.clone(), obj.vid));
             }
@@ -801,5 +898,68 @@ mod tests {
         drop(s);
         let s = Store::open(dir.path(), SLICE_SIZE).unwrap();
         assert_eq!(s.bytes(), SLICE_SIZE);
+    }
+
+    #[test]
+    fn past_the_bound_only_an_object_asked_for_more_often_goes_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 2 * SLICE_SIZE).unwrap();
+        for p in [&b"/1"[..], b"/2"] {
+            assert!(s.get(p).is_none(), "a miss, counted");
+            assert!(s.admits(p, SLICE_SIZE), "room for it");
+            let o = s.begin(p, meta(SLICE_SIZE, "\"x\"")).unwrap();
+            s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+        }
+        // Each asked for twice more: /1 is the oldest, at 3 requests.
+        for p in [&b"/1"[..], b"/2", b"/1", b"/2"] {
+            assert!(s.get(p).is_some());
+        }
+        // A name asked for once would push out one asked for three times.
+        assert!(s.get(b"/new").is_none());
+        assert!(!s.admits(b"/new", SLICE_SIZE));
+        assert!(
+            !s.admits(b"/new", 1),
+            "any byte over the bound needs a victim"
+        );
+        // Asked for four times, it wins over /1 (three); for twice the room
+        // it would also need /2 (three) to go, which it beats too.
+        for _ in 0..3 {
+            assert!(s.get(b"/new").is_none());
+        }
+        assert!(s.admits(b"/new", SLICE_SIZE));
+        assert!(s.admits(b"/new", 2 * SLICE_SIZE));
+        // An object a response holds is never a victim: with /1 (3, the
+        // oldest) held, /2 is judged instead, at 5 now, and wins.
+        assert!(s.get(b"/2").is_some() && s.get(b"/2").is_some());
+        let held = s.peek(b"/1").unwrap();
+        assert!(!s.admits(b"/new", SLICE_SIZE));
+        drop(held);
+        assert!(s.admits(b"/new", SLICE_SIZE));
+        // A tie keeps what is in: /1 at 5 is now newer than /2 at 5.
+        assert!(s.get(b"/1").is_some() && s.get(b"/1").is_some());
+        assert!(s.get(b"/new").is_none());
+        assert!(!s.admits(b"/new", SLICE_SIZE), "5 against 5");
+        // Stored all the same, last in line. While it is fetched its bytes
+        // push out the oldest idle object (/2: the bound holds); once it
+        // is let go, the next object in pushes it out, not /1.
+        let n = s.begin(b"/new", meta(SLICE_SIZE, "\"x\"")).unwrap();
+        s.put(&n, 0, &slice_bytes(&n, 0)).unwrap();
+        assert!(s.peek(b"/2").is_none() && s.peek(b"/1").is_some());
+        drop(n);
+        assert_eq!(s.counters.probation.load(Ordering::Relaxed), 1);
+        assert!(s.get(b"/next").is_none());
+        let o = s.begin(b"/next", meta(SLICE_SIZE, "\"x\"")).unwrap();
+        s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+        drop(o);
+        assert!(s.peek(b"/new").is_none(), "probation goes first");
+        assert!(s.peek(b"/1").is_some() && s.peek(b"/next").is_some());
+        // One asked for again while on probation moves to the front: the
+        // next one in pushes out /1 instead.
+        assert!(s.get(b"/next").is_some());
+        let o = s.begin(b"/third", meta(SLICE_SIZE, "\"x\"")).unwrap();
+        s.put(&o, 0, &slice_bytes(&o, 0)).unwrap();
+        drop(o);
+        assert!(s.peek(b"/next").is_some() && s.peek(b"/1").is_none());
+        assert_eq!(s.bytes(), 2 * SLICE_SIZE);
     }
 }

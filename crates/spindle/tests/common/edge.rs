@@ -92,6 +92,11 @@ impl Edge {
         let root = tempfile::tempdir().unwrap();
         let cache = tempfile::tempdir().unwrap();
         let mut args = edge_args(&origin, cache.path().to_str().unwrap());
+        if extra.contains(&"--cache-size") {
+            // The caller's size, in place of the default's.
+            let at = args.iter().position(|a| *a == "--cache-size").unwrap();
+            args.drain(at..at + 2);
+        }
         args.extend_from_slice(extra);
         let srv = Server::start("io-uring", root.path(), &args);
         Some(Edge {
@@ -102,4 +107,16 @@ impl Edge {
             srv,
         })
     }
+}
+
+/// The cache status of each of the first `n` lines of a JSON access log
+/// (waiting for them), "null" where there is none.
+pub fn cache_statuses(log: &Path, n: usize) -> Vec<String> {
+    super::wait_log_lines(log, n)
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["cache"].as_str().unwrap_or("null").to_string()
+        })
+        .collect()
 }
