@@ -375,7 +375,8 @@ pub fn load_metrics(v: &Value) -> BTreeMap<String, f64> {
     put("fetch_ms_p50", f("/fetch_ms/p50"));
     put("fetch_ms_p99", f("/fetch_ms/p99"));
     put("fetch_ms_max", f("/fetch_ms/max"));
-    let ok = f("/codes/200").unwrap_or(0.0);
+    // A 206 answers a range the URL list asked for (`#bytes=`).
+    let ok = f("/codes/200").unwrap_or(0.0) + f("/codes/206").unwrap_or(0.0);
     let all = f("/fetches").unwrap_or(0.0);
     put("non_200", Some(all - ok));
     if let Some(secs) = f("/seconds").filter(|s| *s > 0.0) {

@@ -85,7 +85,8 @@ usage:  spindle-load [-checksum] [-throttle] [-proxy host:port] [-verbose] [-tim
             [--cacert FILE] [--insecure] [--no-resume]
             url_file
 url_file: one URL a line, http://[user:password@]host[:port]/path or https://...
-(user info is sent as Basic credentials).
+(user info is sent as Basic credentials; a fragment #bytes=FIRST-[LAST] is sent
+as a Range field, and its 206 counts as a success).
 One start specifier, either -parallel or -rate, is required.
 One end specifier, either -fetches or -seconds, is required.
 Any prefix of a single-dash flag works, as in http_load (-p 100 -f 10000);

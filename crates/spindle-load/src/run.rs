@@ -71,7 +71,12 @@ pub fn prepare(cfg: &Config) -> Result<Plan, RunError> {
             None => u.path.clone(),
         };
         let (request_close, request_keepalive) =
-            build_requests(&target, &u.host_header(), u.authorization.as_deref());
+            build_requests(
+                &target,
+                &u.host_header(),
+                u.authorization.as_deref(),
+                u.range.as_deref(),
+            );
         targets.push(Target {
             text: u.text.clone(),
             addr,

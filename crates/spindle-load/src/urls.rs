@@ -25,6 +25,10 @@ pub struct Url {
     /// `user:password@` before the host: the `Authorization` field's
     /// value it makes (`Basic` and the base64 of `user:password`).
     pub authorization: Option<String>,
+    /// A fragment `#bytes=FIRST-[LAST]`: sent as a `Range` field (the
+    /// value after `bytes=`). Any other fragment is dropped, as a
+    /// browser drops it.
+    pub range: Option<String>,
 }
 
 impl Url {
@@ -59,6 +63,10 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
         ));
     }
     let rest = &s[if tls { 8 } else { 7 }..];
+    let (rest, range) = match rest.split_once('#') {
+        Some((r, frag)) => (r, range_of(frag).map_err(|e| format!("{e}: {s}"))?),
+        None => (rest, None),
+    };
     if rest.contains(|c: char| c.is_whitespace() || c.is_control()) {
         return Err(format!(
             "cannot parse URL (white space or control character in it): {s}"
@@ -117,7 +125,26 @@ pub fn parse_url(s: &str) -> Result<Url, String> {
         path,
         tls,
         authorization,
+        range,
     })
+}
+
+/// The range a fragment asks for: `bytes=FIRST-` or `bytes=FIRST-LAST`
+/// (FIRST <= LAST); `None` for any other fragment.
+fn range_of(frag: &str) -> Result<Option<String>, String> {
+    let Some(spec) = frag.strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    let bad = || format!("cannot parse URL (bad #bytes=FIRST-[LAST] range '{spec}')");
+    let (first, last) = spec.split_once('-').ok_or_else(bad)?;
+    let first: u64 = first.parse().map_err(|_| bad())?;
+    if !last.is_empty() {
+        let last: u64 = last.parse().map_err(|_| bad())?;
+        if last < first {
+            return Err(bad());
+        }
+    }
+    Ok(Some(spec.to_string()))
 }
 
 /// `%HH` escapes decoded; `None` for a malformed one.
@@ -257,6 +284,16 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port), ("::1", 81));
         assert_eq!(u.authorization.as_deref(), Some("Basic YWxpY2U6c0BjcmV0"));
         assert!(parse_url("http://a:%zz@h/").is_err());
+        // A fragment: a range to ask for, or dropped.
+        let u = parse_url("http://h/v.mp4#bytes=100-").unwrap();
+        assert_eq!((u.path.as_str(), u.range.as_deref()), ("/v.mp4", Some("100-")));
+        let u = parse_url("http://h/v.mp4#bytes=0-1023").unwrap();
+        assert_eq!(u.range.as_deref(), Some("0-1023"));
+        let u = parse_url("http://h/page#top").unwrap();
+        assert_eq!((u.path.as_str(), u.range), ("/page", None));
+        for bad in ["#bytes=", "#bytes=-5", "#bytes=9-1", "#bytes=x-"] {
+            assert!(parse_url(&format!("http://h/v{bad}")).is_err(), "{bad}");
+        }
     }
 
     #[test]

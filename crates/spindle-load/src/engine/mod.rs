@@ -56,15 +56,20 @@ pub struct Target {
     pub tls_name: Option<String>,
 }
 
-/// Build the two requests for a URL, with its credentials if it has
-/// some. With a proxy, the request line carries the absolute URL.
+/// Build the two requests for a URL, with its credentials and its range
+/// (the value after `bytes=`) if it has them. With a proxy, the request
+/// line carries the absolute URL.
 pub fn build_requests(
     request_target: &str,
     host_header: &str,
     authorization: Option<&str>,
+    range: Option<&str>,
 ) -> (Box<[u8]>, Box<[u8]>) {
     let ua = concat!("spindle-load/", env!("CARGO_PKG_VERSION"));
-    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let mut auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    if let Some(r) = range {
+        auth.push_str(&format!("Range: bytes={r}\r\n"));
+    }
     let ka = format!(
         "GET {request_target} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: {ua}\r\n{auth}\r\n"
     );

@@ -34,8 +34,10 @@ use crate::scaleout::net::ip;
 use crate::servers::which;
 use crate::sys;
 
+mod ats;
+
 /// The edges compared.
-const SERVERS: [&str; 2] = ["spindle", "nginx-slice"];
+const SERVERS: [&str; 3] = ["spindle", "nginx-slice", "ats-slice"];
 /// The slice both edges cache in (nginx `slice 1m`, spindle's own).
 const SLICE: &str = "1m";
 /// Addresses of the origin's veth pair (naio uses 10.213, scaleout 10.214+).
@@ -44,6 +46,8 @@ const ORIGIN_ADDR: &str = "10.212.0.2";
 const ORIGIN_PORT: u16 = 80;
 /// Lines of the Zipf URL list.
 const URL_LINES: usize = 50_000;
+/// The share of requests for a range (from a random offset to the end).
+const RANGE_SHARE: f64 = 0.1;
 /// How long both edges keep an object fresh (the origin sends no
 /// Cache-Control): nginx `proxy_cache_valid 7d`, spindle `--origin-ttl`.
 const FRESH_SECS: u64 = 7 * 86_400;
@@ -60,7 +64,7 @@ const COLUMNS: [Column; 10] = [
     col("cache_mb", "cache MB on disk, mean", 0),
     col("cache_peak_mb", "peak", 0),
     col("errors", "errors", 0),
-    col("non_200", "non-200", 0),
+    col("non_200", "not 200/206", 0),
 ];
 
 #[derive(clap::Args, Debug, Clone)]
@@ -100,10 +104,10 @@ pub struct EdgeArgs {
     #[arg(long, default_value_t = 30.0)]
     pub seconds: f64,
     /// spindle's `--cache-size`; by default what nginx held on disk, on
-    /// average, in a calibration run at each rate (see `size_spindle`).
+    /// average, in a calibration run at each rate (see `size_caches`).
     #[arg(long)]
-    pub spindle_cache_size: Option<String>,
-    /// Only these edges (comma-separated: spindle, nginx-slice).
+    pub held_cache_size: Option<String>,
+    /// Only these edges (comma-separated: spindle, nginx-slice, ats-slice).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Small and short, one round: a smoke test.
@@ -118,8 +122,9 @@ struct Plan {
     cgroup: u64,
     /// nginx's `max_size`.
     cache: u64,
-    /// spindle's `--cache-size`: what nginx holds at `cache`, measured.
-    spindle_cache: u64,
+    /// spindle's `--cache-size` and Traffic Server's span: what nginx
+    /// holds at `cache`, measured (`size_caches`).
+    held: u64,
     warmup: f64,
     seconds: f64,
     rounds: u32,
@@ -144,7 +149,7 @@ impl Plan {
             file_size: fs,
             cgroup: cg,
             cache,
-            spindle_cache: cache,
+            held: cache,
             warmup: if a.quick { 2.0 } else { a.warmup_seconds },
             seconds: if a.quick { 2.0 } else { a.seconds },
             rounds: if a.quick { 1 } else { a.rounds.clamp(1, 50) },
@@ -188,8 +193,10 @@ fn ensure_library(data: &Path, p: &Plan) -> Result<PathBuf> {
 }
 
 /// A Zipf-distributed list of the library's paths ([`URL_LINES`] lines,
-/// file k+1 with weight 1/(k+1)^s, ranks in a fresh random order).
-fn zipf_paths(files: usize, s: f64, rng: &mut impl Rng) -> Vec<String> {
+/// file k+1 with weight 1/(k+1)^s, ranks in a fresh random order). A
+/// [`RANGE_SHARE`] of the lines ask for the file from a random offset to
+/// its end (`#bytes=FIRST-`, a player's seek or a resumed download).
+fn zipf_paths(files: usize, file_size: u64, s: f64, rng: &mut impl Rng) -> Vec<String> {
     let mut ranks: Vec<usize> = (0..files).collect();
     for i in (1..files).rev() {
         ranks.swap(i, rng.random_range(0..=i));
@@ -206,7 +213,12 @@ fn zipf_paths(files: usize, s: f64, rng: &mut impl Rng) -> Vec<String> {
         .map(|_| {
             let u: f64 = rng.random();
             let k = cumulative.partition_point(|c| *c < u).min(files - 1);
-            format!("lib/f{}", ranks[k])
+            if rng.random::<f64>() < RANGE_SHARE {
+                let first = rng.random_range(0..file_size.max(1));
+                format!("lib/f{}#bytes={first}-", ranks[k])
+            } else {
+                format!("lib/f{}", ranks[k])
+            }
         })
         .collect()
 }
@@ -478,67 +490,71 @@ fn start_edge(
     let _ = std::fs::remove_dir_all(&dir);
     let cache = dir.join("cache");
     std::fs::create_dir_all(&cache)?;
-    let origin = format!("http://{ORIGIN_ADDR}:{ORIGIN_PORT}");
-    let argv: Vec<String> = match server {
-        "spindle" => {
-            let root = dir.join("root");
-            std::fs::create_dir_all(&root)?;
-            let exe = std::env::current_exe()?;
-            [
-                exe.display().to_string(),
-                "__spindle".into(),
-                "--backend".into(),
-                "io-uring".into(),
-                "--workers".into(),
-                "1".into(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-                "--origin".into(),
-                origin,
-                "--cache-dir".into(),
-                cache.display().to_string(),
-                "--cache-size".into(),
-                p.spindle_cache.to_string(),
-                // Fresh as long as nginx's proxy_cache_valid: the origin
-                // says nothing, and the library does not change.
-                "--origin-ttl".into(),
-                FRESH_SECS.to_string(),
-                root.display().to_string(),
-            ]
-            .to_vec()
-        }
-        _ => {
-            for t in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-                std::fs::create_dir_all(dir.join(t))?;
-            }
-            let conf = format!(
-                "{}  aio threads;\n  proxy_cache_path {} levels=1:2 keys_zone=edge:64m max_size={} inactive=7d use_temp_path=off;\n\
-                 upstream origin {{ server {ORIGIN_ADDR}:{ORIGIN_PORT}; keepalive 32; }}\n\
-                 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      slice {SLICE};\n\
-                 proxy_cache edge;\n      proxy_cache_key $uri$is_args$args$slice_range;\n\
-                 proxy_set_header Range $slice_range;\n      proxy_http_version 1.1;\n\
-                 proxy_set_header Connection \"\";\n      proxy_cache_valid 200 206 {FRESH_SECS}s;\n\
-                 proxy_cache_lock on;\n      proxy_pass http://origin;\n    }}\n  }}\n}}\n",
-                nginx_head(&dir, true),
-                cache.display(),
-                p.cache,
-            );
-            std::fs::write(dir.join("nginx.conf"), conf)?;
-            let nginx = which("nginx").context("edge needs nginx")?;
-            vec![
-                nginx.display().to_string(),
-                "-c".into(),
-                dir.join("nginx.conf").display().to_string(),
-                "-p".into(),
-                dir.display().to_string(),
-            ]
-        }
+    let argv = match server {
+        "spindle" => spindle_argv(p, &dir, port)?,
+        "nginx-slice" => nginx_argv(p, &dir, port)?,
+        "ats-slice" => ats::argv(p.held, &dir, port)?,
+        other => bail!("no edge {other}"),
     };
     let log = dir.join("stderr");
     let cpu = common::pinning(1).0;
     let proc_ = Proc::spawn(&argv, Some(&cgroup.procs), cpu.as_deref(), &log)?;
     wait_listening(("127.0.0.1", port), &log)?;
     Ok(proc_)
+}
+
+fn spindle_argv(p: &Plan, dir: &Path, port: u16) -> Result<Vec<String>> {
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root)?;
+    let exe = std::env::current_exe()?;
+    Ok(vec![
+        exe.display().to_string(),
+        "__spindle".into(),
+        "--backend".into(),
+        "io-uring".into(),
+        "--workers".into(),
+        "1".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--origin".into(),
+        format!("http://{ORIGIN_ADDR}:{ORIGIN_PORT}"),
+        "--cache-dir".into(),
+        dir.join("cache").display().to_string(),
+        "--cache-size".into(),
+        p.held.to_string(),
+        // Fresh as long as nginx's proxy_cache_valid: the origin says
+        // nothing, and the library does not change.
+        "--origin-ttl".into(),
+        FRESH_SECS.to_string(),
+        root.display().to_string(),
+    ])
+}
+
+fn nginx_argv(p: &Plan, dir: &Path, port: u16) -> Result<Vec<String>> {
+    for t in ["body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+        std::fs::create_dir_all(dir.join(t))?;
+    }
+    let conf = format!(
+        "{}  aio threads;\n  proxy_cache_path {} levels=1:2 keys_zone=edge:64m max_size={} inactive=7d use_temp_path=off;\n\
+         upstream origin {{ server {ORIGIN_ADDR}:{ORIGIN_PORT}; keepalive 32; }}\n\
+         server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      slice {SLICE};\n\
+         proxy_cache edge;\n      proxy_cache_key $uri$is_args$args$slice_range;\n\
+         proxy_set_header Range $slice_range;\n      proxy_http_version 1.1;\n\
+         proxy_set_header Connection \"\";\n      proxy_cache_valid 200 206 {FRESH_SECS}s;\n\
+         proxy_cache_lock on;\n      proxy_pass http://origin;\n    }}\n  }}\n}}\n",
+        nginx_head(dir, true),
+        dir.join("cache").display(),
+        p.cache,
+    );
+    std::fs::write(dir.join("nginx.conf"), conf)?;
+    let nginx = which("nginx").context("edge needs nginx")?;
+    Ok(vec![
+        nginx.display().to_string(),
+        "-c".into(),
+        dir.join("nginx.conf").display().to_string(),
+        "-p".into(),
+        dir.display().to_string(),
+    ])
 }
 
 /// One server's run: fresh, a warm-up pass, the measured pass.
@@ -554,7 +570,7 @@ fn one_run(
     let port = sys::free_port()?;
     let edge = start_edge(server, p, cgroup, work, port)?;
     let mut rng = rand::rngs::SmallRng::from_os_rng();
-    let paths = zipf_paths(p.files, a.zipf, &mut rng);
+    let paths = zipf_paths(p.files, p.file_size, a.zipf, &mut rng);
     let urls = work.join("urls");
     common::write_urls(&urls, port, &paths)?;
     let mut load = Load {
@@ -593,12 +609,13 @@ fn one_run(
 /// nginx's cache manager trims to `max_size` after the fact, in bursts:
 /// with `max_size` 1536 MiB its directory held 2.2 GB on average (peak
 /// 2.8) with the origin at 1000 Mbit/s, and 2.6 GB (peak 3.7) at 10,000,
-/// while spindle holds its `--cache-size` to the byte. So that both
-/// caches hold the same bytes, one nginx run (warm-up and measured pass,
-/// not counted) measures what nginx holds at this rate, and spindle is
-/// given that as its `--cache-size`; the tables show what each held.
+/// while spindle holds its `--cache-size` to the byte and Traffic
+/// Server its span (a file of that size). So that the caches hold the
+/// same bytes, one nginx run (warm-up and measured pass, not counted)
+/// measures what nginx holds at this rate, and spindle and Traffic
+/// Server are given that; the tables show what each held.
 /// Returns the line for the report.
-fn size_spindle(
+fn size_caches(
     p: &mut Plan,
     a: &EdgeArgs,
     mbit: u64,
@@ -606,19 +623,19 @@ fn size_spindle(
     cgroup: &sys::MemCgroup,
     work: &Path,
 ) -> Result<String> {
-    if let Some(v) = &a.spindle_cache_size {
-        p.spindle_cache = parse_bytes(v)?;
+    if let Some(v) = &a.held_cache_size {
+        p.held = parse_bytes(v)?;
         return Ok(format!(
-            "at {mbit} Mbit/s: spindle's `--cache-size` {} MB (`--spindle-cache-size`), nginx's `max_size` {} MiB",
-            p.spindle_cache / 1_000_000,
+            "at {mbit} Mbit/s: spindle's `--cache-size` and Traffic Server's span {} MB (`--held-cache-size`), nginx's `max_size` {} MiB",
+            p.held / 1_000_000,
             p.cache >> 20
         ));
     }
-    p.spindle_cache = p.cache;
+    p.held = p.cache;
     let wants_nginx = a.only.is_empty() || a.only.iter().any(|o| o == "nginx-slice");
     if a.quick || !wants_nginx {
         return Ok(format!(
-            "at {mbit} Mbit/s: both caches {} MiB, not calibrated",
+            "at {mbit} Mbit/s: every cache {} MiB, not calibrated",
             p.cache >> 20
         ));
     }
@@ -626,13 +643,13 @@ fn size_spindle(
     let m = one_run("nginx-slice", p, a, wan, cgroup, work)?;
     let held = m.get("cache_mb").copied().unwrap_or(0.0) * 1e6;
     let peak = m.get("cache_peak_mb").copied().unwrap_or(0.0) * 1e6;
-    p.spindle_cache = (held as u64).max(p.cache);
+    p.held = (held as u64).max(p.cache);
     Ok(format!(
-        "at {mbit} Mbit/s: nginx at `max_size` {} MiB held a mean of {:.0} MB on disk (peak {:.0}) in a calibration run, so spindle's `--cache-size` is {} MB",
+        "at {mbit} Mbit/s: nginx at `max_size` {} MiB held a mean of {:.0} MB on disk (peak {:.0}) in a calibration run, so spindle's `--cache-size` and Traffic Server's span are {} MB",
         p.cache >> 20,
         held / 1e6,
         peak / 1e6,
-        p.spindle_cache / 1_000_000
+        p.held / 1_000_000
     ))
 }
 
@@ -666,7 +683,7 @@ pub fn run(a: EdgeArgs) -> Result<()> {
     );
     for &mbit in &a.origin_mbit {
         wan.set_rate(mbit)?;
-        let sized = size_spindle(&mut p, &a, mbit, &wan, &cgroup, &work)?;
+        let sized = size_caches(&mut p, &a, mbit, &wan, &cgroup, &work)?;
         report.notes.push(sized);
         let group = format!(
             "origin at {mbit} Mbit/s: {} files of {} MiB",
@@ -731,6 +748,9 @@ fn new_report(a: &EdgeArgs, p: &Plan, root: &Path, cgroup: &sys::MemCgroup) -> R
         "spindle".into(),
         format!("spindle {} (io-uring, 1 worker)", env!("CARGO_PKG_VERSION")),
     );
+    if let Some(v) = ats::version() {
+        machine.versions.insert("ats-slice".into(), v);
+    }
     machine.cgroup_limit = Some(format!(
         "{} MiB (cgroup v{}) for the edge under test",
         p.cgroup >> 20,
@@ -763,9 +783,9 @@ fn new_report(a: &EdgeArgs, p: &Plan, root: &Path, cgroup: &sys::MemCgroup) -> R
         format!("each edge on the host, pinned to CPU {}, in a {} MiB memory cgroup, with a fresh disk cache every run (page cache dropped first)", common::pinning(1).0.unwrap_or_else(|| "any".into()), p.cgroup >> 20),
         "spindle: io-uring, 1 worker, `--origin`, `--cache-dir`, `--cache-size` (below; 1 MiB slices; TinyLFU admission), `--origin-ttl 604800` (as nginx's 7d)".into(),
         format!("nginx-slice: 1 worker, `proxy_cache` (LRU) with `max_size` {} MiB, `slice {SLICE}` with `$slice_range` in the key, `aio threads` (32), `sendfile`, `proxy_cache_lock`, keep-alive to the origin", p.cache >> 20),
-        format!("load: spindle-load, {} keep-alive connections, random picks from a list of {URL_LINES} paths drawn Zipf({}) over the {} files (ranks shuffled per run): {} s warm-up, then {} s measured; no range requests", a.parallel, a.zipf, p.files, p.warmup, p.seconds),
+        format!("load: spindle-load, {} keep-alive connections, random picks from a list of {URL_LINES} paths drawn Zipf({}) over the {} files (ranks shuffled per run), {:.0}% of them asking for a range from a random offset to the end: {} s warm-up, then {} s measured", a.parallel, a.zipf, p.files, RANGE_SHARE * 100.0, p.warmup, p.seconds),
         "byte hit ratio = 1 − bytes the host received from the origin (the veth's rx_bytes: headers included) / body bytes the clients received; CPU per GB = the edge's process group CPU over the measured pass / GB to the clients; cache MB on disk = the cache directory's allocated blocks, sampled each second of the measured pass".into(),
-        "Traffic Server is not in this run (not yet set up).".into(),
+        format!("ats-slice: Debian's Traffic Server, 1 event thread, 32 disk threads, its cache a span (one file) of the size below, `slice.so --blockbytes={SLICE}` over `cache_range_requests.so`, heuristic freshness 7 days (the origin sends no Cache-Control)"),
     ];
     report
 }
@@ -777,12 +797,17 @@ mod tests {
     #[test]
     fn zipf_lists_favour_the_first_ranks() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-        let paths = zipf_paths(100, 1.0, &mut rng);
+        let paths = zipf_paths(100, 1000, 1.0, &mut rng);
         assert_eq!(paths.len(), URL_LINES);
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut ranges = 0;
         for p in &paths {
-            *counts.entry(p.as_str()).or_default() += 1;
+            let (file, range) = p.split_once('#').unwrap_or((p, ""));
+            ranges += usize::from(!range.is_empty());
+            *counts.entry(file).or_default() += 1;
         }
+        let share = ranges as f64 / URL_LINES as f64;
+        assert!((RANGE_SHARE - 0.01..RANGE_SHARE + 0.01).contains(&share), "{share}");
         let mut c: Vec<usize> = counts.values().copied().collect();
         c.sort_unstable_by(|a, b| b.cmp(a));
         // Zipf(1) over 100: the first rank has 1/H(100) = 19% of the picks.
