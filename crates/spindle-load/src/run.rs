@@ -70,13 +70,12 @@ pub fn prepare(cfg: &Config) -> Result<Plan, RunError> {
             Some(_) => format!("http://{}{}", u.host_header(), u.path),
             None => u.path.clone(),
         };
-        let (request_close, request_keepalive) =
-            build_requests(
-                &target,
-                &u.host_header(),
-                u.authorization.as_deref(),
-                u.range.as_deref(),
-            );
+        let (request_close, request_keepalive) = build_requests(
+            &target,
+            &u.host_header(),
+            u.authorization.as_deref(),
+            u.range.as_deref(),
+        );
         targets.push(Target {
             text: u.text.clone(),
             addr,

@@ -286,7 +286,10 @@ mod tests {
         assert!(parse_url("http://a:%zz@h/").is_err());
         // A fragment: a range to ask for, or dropped.
         let u = parse_url("http://h/v.mp4#bytes=100-").unwrap();
-        assert_eq!((u.path.as_str(), u.range.as_deref()), ("/v.mp4", Some("100-")));
+        assert_eq!(
+            (u.path.as_str(), u.range.as_deref()),
+            ("/v.mp4", Some("100-"))
+        );
         let u = parse_url("http://h/v.mp4#bytes=0-1023").unwrap();
         assert_eq!(u.range.as_deref(), Some("0-1023"));
         let u = parse_url("http://h/page#top").unwrap();

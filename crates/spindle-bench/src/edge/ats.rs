@@ -91,8 +91,8 @@ pub fn version() -> Option<String> {
         .arg("--version")
         .output()
         .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     text.lines()
         .find(|l| l.starts_with("Traffic Server "))
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))

@@ -807,7 +807,10 @@ mod tests {
             *counts.entry(file).or_default() += 1;
         }
         let share = ranges as f64 / URL_LINES as f64;
-        assert!((RANGE_SHARE - 0.01..RANGE_SHARE + 0.01).contains(&share), "{share}");
+        assert!(
+            (RANGE_SHARE - 0.01..RANGE_SHARE + 0.01).contains(&share),
+            "{share}"
+        );
         let mut c: Vec<usize> = counts.values().copied().collect();
         c.sort_unstable_by(|a, b| b.cmp(a));
         // Zipf(1) over 100: the first rank has 1/H(100) = 19% of the picks.
