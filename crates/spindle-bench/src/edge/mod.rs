@@ -590,6 +590,9 @@ fn one_run(
     let v = common::run_load(&load, work, "measured");
     let (o1, c1) = (wan.origin_bytes(), edge.cpu_seconds());
     let (held, peak) = watch.finish();
+    // The cache goes with the run (three edges' would hold 8 GB of disk).
+    drop(edge);
+    let _ = std::fs::remove_dir_all(work.join(format!("edge-{server}")).join("cache"));
     let v = v?;
     let mut m = common::load_metrics(&v);
     let secs = m.get("seconds").copied().unwrap_or(p.seconds).max(1e-9);
