@@ -17,6 +17,8 @@ const MAX_STEPS: usize = 100_000;
 
 mod h2;
 pub use h2::h2;
+mod h3;
+pub use h3::h3;
 mod tlsrec;
 pub use tlsrec::tlsrec;
 

@@ -95,6 +95,11 @@ fn h2_corpus() {
 }
 
 #[test]
+fn h3_corpus() {
+    replay("h3", spindle_fuzz::h3);
+}
+
+#[test]
 fn proxy_corpus() {
     replay("proxy", spindle_fuzz::proxy);
 }

@@ -5,7 +5,7 @@
 //!   RFC 9113's size, stream and padding rules, and encoders for the
 //!   frames a server sends.
 //! - [`hpack`] (with `huffman`): RFC 7541's decoder and a response
-//!   encoder.
+//!   encoder. `huffman` is the crate's: QPACK uses the same code.
 //! - [`settings`]: [`H2Settings`], our limits and advertised settings,
 //!   and the flood budgets, each default named.
 //! - `request`: a request's header block checked and turned into a
@@ -18,7 +18,7 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
-mod huffman;
+pub(crate) mod huffman;
 mod request;
 pub mod settings;
 
