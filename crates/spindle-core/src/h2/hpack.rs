@@ -408,7 +408,7 @@ pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
 /// [`NAME_ON_STACK`] (one pass the compiler vectorizes, cheaper than
 /// looking for an uppercase letter first), else the name itself when it
 /// is lowercase already.
-fn with_lower<R>(name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+pub(crate) fn with_lower<R>(name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
     if name.len() <= NAME_ON_STACK {
         let mut buf = [0u8; NAME_ON_STACK];
         let lower = &mut buf[..name.len()];

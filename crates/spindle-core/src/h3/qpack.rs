@@ -31,6 +31,7 @@
 //! in step with the client's, so a section refused for its size leaves the
 //! connection as it was, and the request alone can be answered 431.
 
+use crate::h2::hpack::with_lower;
 use crate::h2::huffman;
 
 use super::frame::{ErrorCode, VARINT_MAX};
@@ -476,28 +477,6 @@ fn encode_lower(first: usize, value: &[u8], out: &mut Vec<u8>) {
             put_int(out, 0x50, 4, first);
             put_str(out, 0, 7, value);
         }
-    }
-}
-
-/// Longest field name [`encode_field`] lowercases without allocating.
-const NAME_ON_STACK: usize = 64;
-
-/// Calls `f` with `name` lowercased: a copy on the stack when it fits
-/// [`NAME_ON_STACK`], else the name itself when it is lowercase already,
-/// else a lowercased copy.
-fn with_lower<R>(name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    if name.len() <= NAME_ON_STACK {
-        let mut buf = [0u8; NAME_ON_STACK];
-        let lower = &mut buf[..name.len()];
-        for (l, &b) in lower.iter_mut().zip(name) {
-            *l = b.to_ascii_lowercase();
-        }
-        return f(lower);
-    }
-    if name.iter().any(u8::is_ascii_uppercase) {
-        f(&name.to_ascii_lowercase())
-    } else {
-        f(name)
     }
 }
 
