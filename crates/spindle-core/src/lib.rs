@@ -73,3 +73,13 @@ pub use session::{
     AuthCheck, Checked, EdgeFound, FetchRequest, ListRequest, OpenError, OpenRequest, Session,
     SessionConfig, Step,
 };
+
+/// Bytes from hex digits, white space ignored (the RFCs' examples).
+#[cfg(test)]
+pub(crate) fn hex_bytes(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
