@@ -13,8 +13,9 @@
 //! - [`limits`]: every bound, named.
 //! - [`h2`]: HTTP/2 (RFC 9113, HPACK): frames, header compression and the
 //!   connection state machine, driven like [`Session`] but per stream.
-//! - [`h3`]: HTTP/3 (RFC 9114, QPACK) without QUIC yet: frames, QUIC
-//!   varints, and field sections on QPACK's static table.
+//! - [`h3`]: HTTP/3 (RFC 9114, QPACK) above QUIC's streams: frames, QUIC
+//!   varints, field sections on QPACK's static table, and the connection
+//!   state machine a QUIC driver hands each stream's bytes to.
 //! - [`request`]: the protocol-neutral request, parsed from an HTTP/1.1
 //!   head (httparse) or built from an HTTP/2 stream's fields
 //!   (`from_fields`); framing of bodies, and the request-level checks.

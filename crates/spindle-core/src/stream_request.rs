@@ -92,6 +92,17 @@ impl<Id> Request<Id> {
             .find(|(n, _)| *n == name.as_bytes())
             .map(|(_, v)| v)
     }
+
+    /// Whether it names its authority as RFC 9114 §4.3.1 asks of an
+    /// `http` or `https` request: a non-empty `:authority` or `host`
+    /// (HTTP/3's rule alone: RFC 9113 §8.3.1 only asks clients to send
+    /// `:authority`, and HTTP/2 requests without it are served).
+    pub(crate) fn names_authority(&self) -> bool {
+        let given = |v: Option<&[u8]>| v.is_some_and(|v| !v.is_empty());
+        !matches!(self.scheme(), "http" | "https")
+            || given(self.authority().map(str::as_bytes))
+            || given(self.header("host"))
+    }
 }
 
 /// Why a request's fields are not a request we serve.
