@@ -13,11 +13,14 @@
 //! - [`limits`]: every bound, named.
 //! - [`h2`]: HTTP/2 (RFC 9113, HPACK): frames, header compression and the
 //!   connection state machine, driven like [`Session`] but per stream.
-//! - [`h3`]: HTTP/3 (RFC 9114, QPACK) without QUIC yet: frames, QUIC
-//!   varints, and field sections on QPACK's static table.
+//! - [`h3`]: HTTP/3 (RFC 9114, QPACK) above QUIC's streams: frames, QUIC
+//!   varints, field sections on QPACK's static table, and the connection
+//!   state machine a QUIC driver hands each stream's bytes to.
 //! - [`request`]: the protocol-neutral request, parsed from an HTTP/1.1
 //!   head (httparse) or built from an HTTP/2 stream's fields
 //!   (`from_fields`); framing of bodies, and the request-level checks.
+//! - [`stream_request`]: a request that came as fields on a stream of
+//!   its own (HTTP/2's, HTTP/3's), checked by the rules the two share.
 //! - [`fields`]: a response's header fields in no protocol's syntax,
 //!   written out by HTTP/1.1's serializer or by HPACK.
 //! - [`file`]: what a driver learned of an opened path (`FileMeta`).
@@ -64,6 +67,7 @@ pub mod rules;
 pub mod session;
 pub mod session_config;
 pub mod step;
+pub mod stream_request;
 
 pub use encoding::Encoding;
 pub use fields::Fields;

@@ -19,6 +19,8 @@ mod h2;
 pub use h2::h2;
 mod h3;
 pub use h3::h3;
+mod h3_conn;
+pub use h3_conn::h3_conn;
 mod tlsrec;
 pub use tlsrec::tlsrec;
 

@@ -100,6 +100,11 @@ fn h3_corpus() {
 }
 
 #[test]
+fn h3_conn_corpus() {
+    replay("h3_conn", spindle_fuzz::h3_conn);
+}
+
+#[test]
 fn proxy_corpus() {
     replay("proxy", spindle_fuzz::proxy);
 }

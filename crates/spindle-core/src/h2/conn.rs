@@ -37,13 +37,13 @@ use super::frame::{
     MAX_WINDOW, MIN_MAX_FRAME_SIZE,
 };
 use super::hpack::{self, Decoder, Encoder};
-use super::request::{request, Packed, Reject};
 use super::settings::*;
 use crate::limits;
+use crate::stream_request::{request, Packed, Reject};
 
 mod recv;
 
-use super::request::Request;
+use super::Request;
 
 /// The client connection preface (§3.4).
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

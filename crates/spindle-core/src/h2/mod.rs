@@ -8,8 +8,8 @@
 //!   encoder. `huffman` is the crate's: QPACK uses the same code.
 //! - [`settings`]: [`H2Settings`], our limits and advertised settings,
 //!   and the flood budgets, each default named.
-//! - `request`: a request's header block checked and turned into a
-//!   [`Request`].
+//! - [`Request`]: a request's header block checked and turned into a
+//!   request (by [`crate::stream_request`], whose rules HTTP/3 shares).
 //! - [`conn`]: [`H2Conn`], one connection: preface, SETTINGS, streams and
 //!   their states, flow control, limits on hostile clients, and the send
 //!   side (HEADERS, DATA frame headers, a fair scheduler); `conn/recv.rs`
@@ -19,10 +19,10 @@ pub mod conn;
 pub mod frame;
 pub mod hpack;
 pub(crate) mod huffman;
-mod request;
 pub mod settings;
 
 pub use conn::{Event, H2Conn};
 pub use frame::ErrorCode;
-pub use request::Request;
+/// A request on an HTTP/2 stream (31-bit stream ids).
+pub type Request = crate::stream_request::Request<u32>;
 pub use settings::{FloodLimits, H2Settings};

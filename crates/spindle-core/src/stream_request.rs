@@ -1,5 +1,10 @@
-//! A request's header block, checked (RFC 9113 §8.3.1, §8.2) and turned
-//! into a [`Request`].
+//! A request that came as fields on a stream of its own: an HTTP/2 header
+//! block or an HTTP/3 field section, checked by the rules the two share
+//! (RFC 9113 §8.2 and §8.3.1; RFC 9114 §4.2, §4.3.1 and §4.1.2 repeat
+//! them: lowercase names, no connection-specific fields, `te` only as
+//! `trailers`, the pseudo-header fields first and once each, CONNECT
+//! apart) and turned into a [`Request`], which `h2::Request` (stream ids
+//! of 31 bits) and `h3::Request` (QUIC's, 62 bits) name.
 
 pub(crate) use crate::fields::Packed;
 
@@ -7,14 +12,16 @@ pub(crate) use crate::fields::Packed;
 const DEFAULT_URGENCY: u8 = 3;
 const MAX_URGENCY: u8 = 7;
 
-/// A request, its header block decoded and checked (§8.3.1, §8.2).
+/// A request, its fields decoded and checked (RFC 9113 §8.3.1, §8.2;
+/// RFC 9114 §4.3.1, §4.2), on a stream whose id is an `Id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub stream_id: u32,
-    /// No body follows. A body is read and dropped here: one up to
-    /// `limits::MAX_DISCARD_BODY` before the request is handed out (then
-    /// this is true), a larger one while the response goes out (reset
-    /// with NO_ERROR when the response ends first).
+pub struct Request<Id> {
+    pub stream_id: Id,
+    /// No body follows. A body is read and dropped by the connection: one
+    /// up to `limits::MAX_DISCARD_BODY` before the request is handed out
+    /// (then this is true), a larger one while the response goes out
+    /// (HTTP/2 resets the stream with NO_ERROR, HTTP/3 sends STOP_SENDING
+    /// with H3_NO_ERROR, when the response ends first).
     pub end_stream: bool,
     /// RFC 9218 urgency from the `priority` field, 0 (first) to 7.
     pub urgency: u8,
@@ -24,7 +31,7 @@ pub struct Request {
     fields: Packed,
 }
 
-impl Request {
+impl<Id> Request<Id> {
     /// The core's request for this stream (the same one an HTTP/1.1 head
     /// makes; [`crate::request::from_fields`]). `Err`: a request the core
     /// cannot take, which resets the stream (§8.1.1).
@@ -85,17 +92,30 @@ impl Request {
             .find(|(n, _)| *n == name.as_bytes())
             .map(|(_, v)| v)
     }
+
+    /// Whether it names its authority as RFC 9114 §4.3.1 asks of an
+    /// `http` or `https` request: a non-empty `:authority` or `host`
+    /// (HTTP/3's rule alone: RFC 9113 §8.3.1 only asks clients to send
+    /// `:authority`, and HTTP/2 requests without it are served).
+    pub(crate) fn names_authority(&self) -> bool {
+        let given = |v: Option<&[u8]>| v.is_some_and(|v| !v.is_empty());
+        !matches!(self.scheme(), "http" | "https")
+            || given(self.authority().map(str::as_bytes))
+            || given(self.header("host"))
+    }
 }
 
-/// Why a request's header block is not a request we serve.
-pub(super) enum Reject {
-    /// §8.1.1: a stream error, PROTOCOL_ERROR.
+/// Why a request's fields are not a request we serve.
+pub(crate) enum Reject {
+    /// Malformed (RFC 9113 §8.1.1, RFC 9114 §4.1.2): a stream error,
+    /// HTTP/2's PROTOCOL_ERROR, HTTP/3's H3_MESSAGE_ERROR.
     Malformed,
-    /// CONNECT (§8.5): answered 405.
+    /// CONNECT (RFC 9113 §8.5, RFC 9114 §4.4): answered 405.
     Connect,
 }
 
-/// Fields HTTP/2 forbids (§8.2.2).
+/// Connection-specific fields, which both forbid (RFC 9113 §8.2.2,
+/// RFC 9114 §4.2).
 const CONNECTION_SPECIFIC: [&[u8]; 5] = [
     b"connection",
     b"keep-alive",
@@ -104,13 +124,14 @@ const CONNECTION_SPECIFIC: [&[u8]; 5] = [
     b"upgrade",
 ];
 
-/// Checks a request's fields (§8.3.1, §8.2) and builds it, in one
-/// allocation; also returns its content-length, if it has one.
-pub(super) fn request(
-    stream_id: u32,
+/// Checks a request's fields (RFC 9113 §8.3.1, §8.2; RFC 9114 §4.3.1,
+/// §4.2) and builds it, in one allocation; also returns its
+/// content-length, if it has one.
+pub(crate) fn request<Id>(
+    stream_id: Id,
     fields: &Packed,
     end_stream: bool,
-) -> Result<(Request, Option<u64>), Reject> {
+) -> Result<(Request<Id>, Option<u64>), Reject> {
     let (mut method, mut scheme, mut authority, mut path) = (None, None, None, None);
     let mut regular = 0usize;
     let mut host = None;
@@ -149,11 +170,7 @@ pub(super) fn request(
         }
         match name {
             b"content-length" => {
-                let n = std::str::from_utf8(value)
-                    .ok()
-                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or(Reject::Malformed)?;
+                let n = parse_content_length(value).ok_or(Reject::Malformed)?;
                 if content_length.is_some_and(|c| c != n) {
                     return Err(Reject::Malformed);
                 }
@@ -191,6 +208,14 @@ pub(super) fn request(
         fields: fields.clone(),
     };
     Ok((req, content_length))
+}
+
+/// A `content-length` value: digits only, within 64 bits.
+fn parse_content_length(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value)
+        .ok()
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse::<u64>().ok())
 }
 
 /// A pseudo-header's value: visible ASCII only.
