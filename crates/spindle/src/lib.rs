@@ -68,6 +68,7 @@ pub mod metrics;
 pub mod net;
 pub mod passwords;
 pub mod perip;
+pub mod quic;
 pub mod recent;
 pub mod reload;
 pub mod server;

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// `listen(2)` backlog of every listening socket.
 pub const LISTEN_BACKLOG: i32 = 4096;
 
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+pub(crate) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: an all-zero sockaddr_storage is valid; it is then filled as
     // the family's struct, which fits inside it.
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -45,7 +45,7 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (ss, len as libc::socklen_t)
 }
 
-fn setopt(fd: RawFd, level: i32, opt: i32, val: i32) -> io::Result<()> {
+pub(crate) fn setopt(fd: RawFd, level: i32, opt: i32, val: i32) -> io::Result<()> {
     // SAFETY: passes a pointer to a live i32 and its size.
     let rc = unsafe {
         libc::setsockopt(
@@ -143,7 +143,7 @@ pub fn peer_addr(fd: RawFd) -> Option<SocketAddr> {
     Some(from_storage(&ss))
 }
 
-fn from_storage(ss: &libc::sockaddr_storage) -> SocketAddr {
+pub(crate) fn from_storage(ss: &libc::sockaddr_storage) -> SocketAddr {
     if ss.ss_family as i32 == libc::AF_INET6 {
         // SAFETY: the family says the storage holds a sockaddr_in6.
         let a: libc::sockaddr_in6 =
