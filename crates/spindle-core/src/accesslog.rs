@@ -14,18 +14,27 @@ pub struct LogInfo {
     pub user_agent: Option<Vec<u8>>,
     /// The user an `auth` rule authenticated (Combined's third field).
     pub user: Option<Vec<u8>>,
-    /// The request came on an HTTP/2 stream (logged as `HTTP/2.0`).
-    pub http2: bool,
+    /// The stream protocol the request came on, if not HTTP/1.x
+    /// (logged as `HTTP/2.0` or `HTTP/3`).
+    pub stream: Option<StreamProtocol>,
     /// The body's content coding (a sidecar or a compressed result).
     pub coding: Option<crate::Encoding>,
 }
 
+/// The protocols whose requests come on streams of one connection, each
+/// served by a session of its own ([`crate::Session::for_stream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamProtocol {
+    Http2,
+    Http3,
+}
+
 impl LogInfo {
     fn protocol(&self) -> String {
-        if self.http2 {
-            "HTTP/2.0".to_string()
-        } else {
-            format!("HTTP/1.{}", self.minor_version)
+        match self.stream {
+            Some(StreamProtocol::Http2) => "HTTP/2.0".to_string(),
+            Some(StreamProtocol::Http3) => "HTTP/3".to_string(),
+            None => format!("HTTP/1.{}", self.minor_version),
         }
     }
 }
@@ -211,15 +220,20 @@ mod tests {
             referer: None,
             user_agent: Some(b"curl/8".to_vec()),
             user: None,
-            http2: false,
+            stream: None,
             coding: None,
         };
         assert_eq!(
             format_line("127.0.0.1", 971_211_336, &info, 2326),
             "127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] \"GET /a b\\x22 HTTP/1.1\" 200 2326 \"-\" \"curl/8\"\n"
         );
+        let h3 = LogInfo {
+            stream: Some(StreamProtocol::Http3),
+            ..info.clone()
+        };
+        assert!(format_line("::1", 0, &h3, 1).contains("\"GET /a b\\x22 HTTP/3\" 200 1"));
         let h2 = LogInfo {
-            http2: true,
+            stream: Some(StreamProtocol::Http2),
             ..info
         };
         assert!(format_line("::1", 0, &h2, 1).contains("\"GET /a b\\x22 HTTP/2.0\" 200 1"));
@@ -241,7 +255,7 @@ mod tests {
             referer: None,
             user_agent: Some("curl/8 \u{e9}".as_bytes().to_vec()),
             user: Some(b"alice".to_vec()),
-            http2: false,
+            stream: None,
             coding: Some(crate::Encoding::Br),
         };
         let mut t = Timing {

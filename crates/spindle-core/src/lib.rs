@@ -75,7 +75,7 @@ pub use listing::Listing;
 pub use response::{FileMeta, Response};
 pub use session::{
     AuthCheck, Checked, EdgeFound, FetchRequest, ListRequest, OpenError, OpenRequest, Session,
-    SessionConfig, Step,
+    SessionConfig, Step, StreamProtocol,
 };
 
 /// Bytes from hex digits, white space ignored (the RFCs' examples).

@@ -31,7 +31,7 @@
 //! request: the client it names is then [`Session::client`]. A missing or
 //! malformed header closes the connection without an answer.
 
-pub use crate::accesslog::LogInfo;
+pub use crate::accesslog::{LogInfo, StreamProtocol};
 use std::ffi::CString;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -110,9 +110,9 @@ pub struct Session {
     /// The current request's object at the origin, while the edge finds
     /// it and then while its cache file is opened.
     edge: Option<edge::Edge>,
-    /// One HTTP/2 stream's request ([`Session::for_stream`]): one
-    /// response, then closed; logged as `HTTP/2.0`.
-    stream: bool,
+    /// One HTTP/2 or HTTP/3 stream's request ([`Session::for_stream`]):
+    /// one response, then closed; logged as `HTTP/2.0` or `HTTP/3`.
+    stream: Option<StreamProtocol>,
     /// A stream's request, given as fields ([`Session::for_stream`]),
     /// until `next` serves it.
     given: Option<Box<Request>>,
@@ -234,7 +234,7 @@ impl Session {
             over_limit: false,
             dir_request: false,
             edge: None,
-            stream: false,
+            stream: None,
             given: None,
             tls: false,
             refusal: None,
@@ -257,14 +257,19 @@ impl Session {
         self.tls = true;
     }
 
-    /// The session of one HTTP/2 stream: it is given one request, built
-    /// from the stream's fields ([`request::from_fields`]), answers it
-    /// with a head of fields ([`Response::fields`]) for HPACK, and is then
+    /// The session of one HTTP/2 or HTTP/3 stream: it is given one
+    /// request, built from the stream's fields ([`request::from_fields`]),
+    /// answers it with a head of fields ([`Response::fields`]) for HPACK
+    /// or QPACK, and is then
     /// closed. `client`: the connection's client behind a proxy, as its
     /// connection's session learned it.
-    pub fn for_stream(client: Option<SocketAddr>, req: Box<Request>) -> Session {
+    pub fn for_stream(
+        client: Option<SocketAddr>,
+        req: Box<Request>,
+        protocol: StreamProtocol,
+    ) -> Session {
         Session {
-            stream: true,
+            stream: Some(protocol),
             client,
             given: Some(req),
             ..Session::new()
@@ -402,7 +407,7 @@ impl Session {
                 referer: r.referer.clone(),
                 user_agent: r.user_agent.clone(),
                 user: self.user().map(<[u8]>::to_vec),
-                http2: self.stream,
+                stream: self.stream,
                 coding: self.last_coding,
             },
             (None, Some((method, target))) => LogInfo {
@@ -410,12 +415,12 @@ impl Session {
                 target: target.clone(),
                 minor_version: 1,
                 status: self.last_status,
-                http2: self.stream,
+                stream: self.stream,
                 ..LogInfo::default()
             },
             (None, None) => LogInfo {
                 status: self.last_status,
-                http2: self.stream,
+                stream: self.stream,
                 ..LogInfo::default()
             },
         }
@@ -464,7 +469,7 @@ impl Session {
             },
             State::Reading => {}
         }
-        if self.stream {
+        if self.stream.is_some() {
             return match self.given.take() {
                 Some(req) => self.serve(cfg, req),
                 // A stream's session answers one request, then closes.
@@ -510,8 +515,9 @@ impl Session {
     /// A whole request, parsed from HTTP/1.1 bytes or given as fields:
     /// its body's framing, then the checks, the rules and the open.
     fn serve(&mut self, cfg: &SessionConfig, req: Box<Request>) -> Step {
-        let mut keep_alive =
-            !self.stream && req.keep_alive && self.served + 1 < cfg.max_requests_per_connection;
+        let mut keep_alive = self.stream.is_none()
+            && req.keep_alive
+            && self.served + 1 < cfg.max_requests_per_connection;
         match req.body {
             BodyFraming::None => {}
             BodyFraming::Length(n) if n <= limits::MAX_DISCARD_BODY => {
@@ -775,13 +781,17 @@ impl Session {
     ) -> Ctx<'a> {
         Ctx {
             server: &cfg.server_name,
-            extra: &cfg.extra_headers,
+            extra: if self.tls && self.stream != Some(StreamProtocol::Http3) {
+                &cfg.https_extra_headers
+            } else {
+                &cfg.extra_headers
+            },
             keep_alive,
             announce_keep_alive: announce && keep_alive,
             head_only,
             seed: cfg.boundary_seed,
             charset: &cfg.charset,
-            http2: self.stream,
+            http2: self.stream.is_some(),
         }
     }
 

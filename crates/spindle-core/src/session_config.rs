@@ -21,6 +21,9 @@ pub struct SessionConfig {
     /// configuration, and parsed once: [`Fields::from_lines`]), like
     /// nginx's `add_header ... always`.
     pub extra_headers: Fields,
+    /// What responses over TLS on TCP (HTTPS, HTTP/2 over TLS) carry
+    /// instead: the same, and `Alt-Svc` when HTTP/3 is served.
+    pub https_extra_headers: Fields,
     /// Codings served from precompressed sidecars (`file.br`, `file.zst`,
     /// `file.gz`), in the server's order of preference; empty: off.
     pub precompressed: Vec<Encoding>,
@@ -114,6 +117,7 @@ impl Default for SessionConfig {
             max_requests_per_connection: limits::DEFAULT_MAX_REQUESTS_PER_CONNECTION,
             allow_dotfiles: false,
             extra_headers: Fields::default(),
+            https_extra_headers: Fields::default(),
             precompressed: Vec::new(),
             compress: None,
             boundary_seed: 0,

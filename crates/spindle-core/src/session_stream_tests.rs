@@ -13,7 +13,7 @@ fn stream_request(method: &[u8], path: &[u8], fields: &[(&[u8], &[u8])]) -> Box<
 fn a_stream_session_serves_a_request_given_as_fields() {
     let cfg = SessionConfig::default();
     let req = stream_request(b"GET", b"/a/b.txt?x=1", &[(b"range", b"bytes=1-2")]);
-    let mut s = Session::for_stream(None, req);
+    let mut s = Session::for_stream(None, req, StreamProtocol::Http2);
     assert_eq!(s.given_request().unwrap().target, b"/a/b.txt?x=1");
     let Step::Open(open) = s.next(&cfg) else {
         panic!("not an open")
@@ -34,13 +34,17 @@ fn a_stream_session_serves_a_request_given_as_fields() {
     s.sent();
     assert!(s.closes_after_response(), "a stream carries one request");
     assert!(matches!(s.next(&cfg), Step::Close));
-    assert!(s.log_info().http2);
+    assert_eq!(s.log_info().stream, Some(StreamProtocol::Http2));
 }
 
 #[test]
 fn a_stream_error_page_carries_its_body_without_a_head() {
     let cfg = SessionConfig::default();
-    let mut s = Session::for_stream(None, stream_request(b"DELETE", b"/x", &[]));
+    let mut s = Session::for_stream(
+        None,
+        stream_request(b"DELETE", b"/x", &[]),
+        StreamProtocol::Http2,
+    );
     let Step::Respond(r) = s.next(&cfg) else {
         panic!("no response")
     };
@@ -49,7 +53,11 @@ fn a_stream_error_page_carries_its_body_without_a_head() {
     assert_eq!(r.body_len, r.front.len() as u64);
     assert_eq!(r.fields.get("allow"), Some(&b"GET, HEAD"[..]));
     // HEAD: the same fields, no body.
-    let mut s = Session::for_stream(None, stream_request(b"HEAD", b"/.hidden", &[]));
+    let mut s = Session::for_stream(
+        None,
+        stream_request(b"HEAD", b"/.hidden", &[]),
+        StreamProtocol::Http2,
+    );
     let Step::Respond(r) = s.next(&cfg) else {
         panic!("no response")
     };

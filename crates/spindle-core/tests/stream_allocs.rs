@@ -16,7 +16,7 @@ use spindle_core::h2::conn::PREFACE;
 use spindle_core::h2::frame;
 use spindle_core::h2::hpack::Encoder;
 use spindle_core::h2::{Event, H2Conn, H2Settings};
-use spindle_core::{FileMeta, Session, SessionConfig, Step};
+use spindle_core::{FileMeta, Session, SessionConfig, Step, StreamProtocol};
 
 struct Counting;
 
@@ -57,7 +57,7 @@ fn stream(c: &mut H2Conn, cfg: &SessionConfig, request: &[u8], update: &[u8]) {
         panic!("expected a request")
     };
     let core = req.to_core().expect("a request the core takes");
-    let mut s = Session::for_stream(None, core);
+    let mut s = Session::for_stream(None, core, StreamProtocol::Http2);
     let Step::Open(open) = s.next(cfg) else {
         panic!("not an open")
     };

@@ -9,7 +9,9 @@
 
 use spindle_core::response::FileKind;
 use spindle_core::response::{parse_range, RangeResult};
-use spindle_core::{path, Checked, Encoding, FileMeta, OpenError, Session, SessionConfig, Step};
+use spindle_core::{
+    path, Checked, Encoding, FileMeta, OpenError, Session, SessionConfig, Step, StreamProtocol,
+};
 
 /// Most session steps one input may drive (a bound on the loop, far above
 /// what the input's bytes can ask for).
@@ -107,7 +109,7 @@ pub fn session(data: &[u8]) {
     };
     let mut s = match stream.strip_prefix(b"h2\n") {
         Some(fields) => match stream_request(fields) {
-            Some(req) => Session::for_stream(None, req),
+            Some(req) => Session::for_stream(None, req, StreamProtocol::Http2),
             None => return,
         },
         None => Session::new(),
@@ -134,7 +136,10 @@ pub fn session(data: &[u8]) {
         };
         match step {
             Step::NeedInput => {
-                assert!(!s.log_info().http2, "a stream's session asks for input");
+                assert!(
+                    s.log_info().stream.is_none(),
+                    "a stream's session asks for input"
+                );
                 if rest.is_empty() {
                     return;
                 }
@@ -393,7 +398,7 @@ fn header<'a>(h: &'a httparse::Response, name: &str) -> Option<&'a [u8]> {
 /// Checks a response the session handed out (`s` is the session, after;
 /// `meta` what the open found, if it found a file).
 pub fn check_response(s: &Session, resp: &spindle_core::Response, meta: Option<FileMeta>) {
-    let http2 = s.log_info().http2;
+    let http2 = s.log_info().stream.is_some();
     let mut written = Vec::new();
     resp.fields.write_http1(resp.status, &mut written);
     let wire = if http2 {

@@ -302,6 +302,9 @@ pub struct Cli {
     /// Serve HTTP/1.1 only: no ALPN `h2` on HTTPS listeners, and a plain connection opening with the HTTP/2 preface is not taken as HTTP/2 (io-uring and posix-aio serve HTTP/2; the sendfile backends only HTTP/1.1)
     #[arg(long)]
     pub no_http2: bool,
+    /// Serve HTTP/3 (QUIC) on the UDP port of the first --tls-listen, with its certificates, and advertise it by Alt-Svc on HTTPS responses (io-uring and posix-aio) [default: off]
+    #[arg(long)]
+    pub http3: bool,
     /// Serve `file.br`, `file.zst`, `file.gz` beside `file` to clients that accept them, in this order of preference, e.g. "br,zstd,gzip" [default: off]
     #[arg(long, value_name = "CODINGS", value_delimiter = ',')]
     pub precompressed: Vec<String>,
@@ -449,6 +452,11 @@ pub struct Config {
     /// HTTP/2: ALPN `h2` on HTTPS listeners and prior knowledge (h2c) on
     /// plain ones, where the backend serves it (io-uring, posix-aio).
     pub http2: bool,
+    /// `--http3`: QUIC on the first HTTPS listener's UDP port.
+    pub http3: bool,
+    /// The UDP port HTTP/3 was bound to (set once it is): advertised by
+    /// `Alt-Svc` on HTTPS responses.
+    pub http3_port: Option<u16>,
     /// `--redirect-https`: plain listeners redirect to HTTPS.
     pub redirect_https: bool,
     /// `--add-header` fields, checked and parsed.
@@ -581,6 +589,8 @@ impl Config {
                 .unwrap_or(FirstMiss::Auto),
             sendfile: !cli.no_sendfile && file.sendfile.unwrap_or(true),
             http2: !cli.no_http2 && file.http2.unwrap_or(true),
+            http3: cli.http3 || file.http3.unwrap_or(false),
+            http3_port: None,
             redirect_https: cli.redirect_https || file.redirect_https.unwrap_or(false),
             extra_headers: responses.extra_headers,
             precompressed: responses.precompressed,
@@ -632,6 +642,17 @@ impl Config {
         self.http2 && self.backend.has(Cap::Http2)
     }
 
+    /// `--add-header`'s fields, and `Alt-Svc: h3` (RFC 7838, RFC 9114
+    /// §3.1.1) once HTTP/3 is bound: for responses over TLS on TCP. A day
+    /// of `ma`, as Caddy and nginx's examples advertise.
+    fn https_extra_headers(&self) -> spindle_core::Fields {
+        let mut f = self.extra_headers.clone();
+        if let Some(port) = self.http3_port {
+            f.push("Alt-Svc", format!("h3=\":{port}\"; ma=86400").as_bytes());
+        }
+        f
+    }
+
     /// Connections one worker may hold.
     pub fn max_connections_per_worker(&self) -> usize {
         (self.max_connections / self.workers) as usize
@@ -660,6 +681,7 @@ impl Config {
             allow_dotfiles: self.dotfiles,
             autoindex: self.autoindex,
             extra_headers: self.extra_headers.clone(),
+            https_extra_headers: self.https_extra_headers(),
             precompressed: self.precompressed.clone(),
             compress: self
                 .compress

@@ -123,6 +123,8 @@ fn every_key_is_placed(cfg: &Config) {
         metrics: _,
         sendfile: _,
         http2: _,
+        http3_port: _,
+        http3: _,
         autoindex: _,
         depth: _,
         backend_is_default: _,

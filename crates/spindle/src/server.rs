@@ -33,11 +33,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     cfg.cap_open_file_cache();
     let acme_store = open_acme_store(&cfg)?;
 
-    // Block the stop signals in every thread; the main thread takes them
-    // with sigwait below, so no handler ever runs inside a worker.
-    let sigset = stop_signals();
-    // SAFETY: sigset is a valid, initialised signal set.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigset, std::ptr::null_mut()) };
+    let sigset = block_stop_signals();
 
     // Sockets from the spindle this one replaces (SIGUSR2), from systemd
     // (socket activation), or bound here.
@@ -47,6 +43,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     };
     let listeners = Listeners::open(&cfg, cfg.workers as usize, inherited)?;
     cfg.check_backend_serves(listeners.has(Kind::Tls))?;
+    let quic = open_quic(&mut cfg, &listeners)?;
     let tls = load_tls(&listeners, &cfg)?;
     // The metrics listener, bound with the others (before dropping
     // privileges); served from its own thread once the workers run.
@@ -85,7 +82,7 @@ pub fn run(mut cfg: Config) -> Result<(), String> {
     let root = Arc::new(roots);
     let cfg = Arc::new(cfg);
     let shared = Shared::new(&cfg, root, tls, log.clone(), compressor, edge)?;
-    let workers = Workers::start(&cfg, &listeners, &shared)?;
+    let workers = Workers::start(&cfg, &listeners, &shared, quic)?;
     if let Some((listener, addr)) = metrics_listener {
         crate::metrics::serve(listener, shared.registry.clone())?;
         // Before the startup line, so that a script that waits for that
@@ -343,6 +340,39 @@ impl Shared {
     }
 }
 
+/// HTTP/3's UDP sockets (`--http3`): one per worker in a `SO_REUSEPORT`
+/// group on the first HTTPS listener's address, bound with the other
+/// listeners (before privileges are dropped); its port goes into
+/// `Alt-Svc`.
+fn open_quic(
+    cfg: &mut Config,
+    listeners: &Listeners,
+) -> Result<Option<Vec<crate::quic::udp::Udp>>, String> {
+    if !cfg.http3 {
+        return Ok(None);
+    }
+    let Some(addr) = listeners.addrs(Kind::Tls).first().copied() else {
+        return Err("--http3 needs an HTTPS listener (--tls-listen ADDR)".into());
+    };
+    if !cfg.backend.has(crate::config::Cap::Http2) {
+        return Err(format!(
+            "--http3: backend {} serves HTTP/1.1 only (HTTP/3 is served by io-uring and posix-aio)",
+            cfg.backend.name()
+        ));
+    }
+    let workers = cfg.workers as usize;
+    if workers > crate::quic::cid::MAX_WORKERS {
+        return Err(format!(
+            "--http3 serves at most {} workers",
+            crate::quic::cid::MAX_WORKERS
+        ));
+    }
+    let group = crate::quic::udp::bind_group(addr, workers)
+        .map_err(|e| format!("--http3: cannot bind UDP {addr}: {e}"))?;
+    cfg.http3_port = Some(addr.port());
+    Ok(Some(group))
+}
+
 /// The worker threads, and the eventfds that wake them.
 struct Workers {
     handles: Vec<std::thread::JoinHandle<Result<(), String>>>,
@@ -354,8 +384,15 @@ struct Workers {
 impl Workers {
     /// Starts one worker per `cfg.workers` and waits until each is set up
     /// (or the first fails: then all stop).
-    fn start(cfg: &Arc<Config>, listeners: &Listeners, s: &Shared) -> Result<Workers, String> {
+    fn start(
+        cfg: &Arc<Config>,
+        listeners: &Listeners,
+        s: &Shared,
+        quic: Option<Vec<crate::quic::udp::Udp>>,
+    ) -> Result<Workers, String> {
         let workers = cfg.workers as usize;
+        let keys = crate::quic::Keys::random();
+        let mut quic: Vec<Option<_>> = quic.into_iter().flatten().map(Some).collect();
         let mut eventfds = Vec::new();
         let mut handles = Vec::new();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -387,6 +424,10 @@ impl Workers {
                 checker: s.checker.clone(),
                 compressor: s.compressor.clone(),
                 edge: s.edge.clone(),
+                quic: quic
+                    .get_mut(id)
+                    .and_then(Option::take)
+                    .map(|udp| crate::quic::Setup { udp, keys }),
                 ready: ready_tx.clone(),
             };
             eventfds.push(efd);
@@ -667,6 +708,16 @@ fn raise_nofile_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
+}
+
+/// Blocks the stop signals in this thread and every thread it starts;
+/// the main thread takes them with sigwait, so no handler ever runs
+/// inside a worker.
+fn block_stop_signals() -> libc::sigset_t {
+    let sigset = stop_signals();
+    // SAFETY: sigset is a valid, initialised signal set.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &sigset, std::ptr::null_mut()) };
+    sigset
 }
 
 fn stop_signals() -> libc::sigset_t {

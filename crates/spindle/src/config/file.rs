@@ -59,6 +59,7 @@ pub(super) struct FileConfig {
     pub(super) first_miss: Option<FirstMiss>,
     pub(super) sendfile: Option<bool>,
     pub(super) http2: Option<bool>,
+    pub(super) http3: Option<bool>,
     pub(super) redirect_https: Option<bool>,
     pub(super) add_headers: Option<Vec<String>>,
     pub(super) precompressed: Option<Vec<String>>,

@@ -56,6 +56,8 @@ pub struct WorkerContext {
     pub compressor: Option<Arc<crate::compress::Compressor>>,
     /// The caching edge's helpers and cache (`--origin`; `edge/`).
     pub edge: Option<Arc<crate::edge::Edge>>,
+    /// HTTP/3 (`--http3`): this worker's UDP socket and the keys.
+    pub quic: Option<crate::quic::Setup>,
     /// Report `Ok` once set up (or the setup error) exactly once.
     pub ready: Sender<Result<(), String>>,
 }

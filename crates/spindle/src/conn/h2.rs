@@ -68,11 +68,21 @@ pub enum Proto<C> {
         id: u32,
         ended: bool,
     },
+    /// Request stream `id` of the worker's QUIC connection `conn`
+    /// (`crate::quic::driver`): no slot stands for the connection, which
+    /// lives in the worker's QUIC driver; `ended` as for HTTP/2.
+    H3Stream {
+        conn: usize,
+        id: u64,
+        ended: bool,
+    },
 }
 
 impl<C> Proto<C> {
+    /// A slot that serves one stream of a connection (HTTP/2 or HTTP/3),
+    /// not a connection: it never does I/O on the socket it names.
     pub fn is_stream(&self) -> bool {
-        matches!(self, Proto::Stream { .. })
+        matches!(self, Proto::Stream { .. } | Proto::H3Stream { .. })
     }
 
     pub fn is_h2(&self) -> bool {
@@ -304,7 +314,7 @@ impl H2Link {
     /// A stream's session, given its request, as the connection's
     /// client, over TLS if the connection is.
     pub fn session(&self, request: Box<CoreRequest>) -> Session {
-        let mut s = Session::for_stream(self.client, request);
+        let mut s = Session::for_stream(self.client, request, spindle_core::StreamProtocol::Http2);
         if self.tls {
             s.set_tls();
         }

@@ -170,6 +170,12 @@ pub struct Admitted {
 }
 
 impl Serving {
+    /// The HTTPS configuration every worker shares (reloads replace its
+    /// contents): HTTP/3 builds its own TLS from it.
+    pub fn tls_shared(&self) -> Option<Arc<crate::tls::Shared>> {
+        self.tls.shared.clone()
+    }
+
     pub fn new(mut ctx: WorkerContext) -> Result<Serving, String> {
         let helpers_efd = Arc::new(crate::sys::new_eventfd()?);
         let lists = ctx.lister.as_ref().map(|pool| {

@@ -124,6 +124,11 @@ pub trait Transport {
     /// A slot for stream `id` of connection `parent`, serving `life`;
     /// `None` when none can be had (the stream is refused).
     fn add_stream(&mut self, parent: Ticket, id: u32, life: Life) -> Option<Ticket>;
+
+    // ----- HTTP/3 (`crate::quic`) -------------------------------------
+
+    /// An HTTP/3 stream slot's response is over: its stream ends.
+    fn h3_stream_done(&mut self, who: Ticket);
 }
 
 /// A reply with nothing read from a file (a listing, an error page,

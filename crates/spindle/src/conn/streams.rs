@@ -118,6 +118,10 @@ pub trait StreamSteps: Transport {
     fn h2_stream_done(&mut self, who: Ticket) {
         let (_, conns) = self.parts();
         let c = conns.get(who).expect("live connection");
+        if let Proto::H3Stream { ended, .. } = c.proto_mut() {
+            *ended = true;
+            return self.h3_stream_done(who);
+        }
         let Proto::Stream { parent, id, ended } = c.proto_mut() else {
             return;
         };

@@ -14,9 +14,9 @@
 //! A response's body arrives as `Bytes` (the loop's read buffer) and is
 //! handed to QUIC whole, after its DATA frame's header: QUIC keeps it
 //! until acknowledged and copies it once, into the packet it seals in
-//! place. A stream holds at most [`MAX_STREAM_PENDING`] bytes QUIC has
-//! not taken yet; the loop reads the next chunk once told
-//! ([`Happened::Drained`]). Per connection, QUIC holds at most
+//! place. A stream holds at most one chunk QUIC has not taken yet (the
+//! loop's chunk buffer: the loop reads the next chunk once told,
+//! [`Happened::Drained`]). Per connection, QUIC holds at most
 //! [`SEND_WINDOW`] bytes.
 //!
 //! Which connections to accept: at most `max_connections`, at most
@@ -106,6 +106,12 @@ struct QConn {
     fins: BTreeSet<u64>,
     /// Streams told [`Wrote::Held`], told [`Happened::Drained`] later.
     held: BTreeSet<u64>,
+    /// Streams finished whose bytes the client has not all acknowledged.
+    unacked: BTreeSet<u64>,
+    /// HTTP/3's graceful close (H3_NO_ERROR after a drain), carried out
+    /// once every stream's bytes are acknowledged: closing sooner would
+    /// throw away what is still in flight.
+    closing: Option<VarInt>,
     /// The deadline in the timer heap that counts.
     armed: Option<Instant>,
 }
@@ -131,6 +137,8 @@ pub struct Quic {
     buckets: HashMap<IpAddr, Bucket>,
     events: VecDeque<Happened>,
     scratch: Vec<u8>,
+    /// After [`Quic::shutdown`]: new connections are refused.
+    draining: bool,
 }
 
 impl Quic {
@@ -151,6 +159,7 @@ impl Quic {
             buckets: HashMap::new(),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            draining: false,
         }
     }
 
@@ -264,7 +273,7 @@ impl Quic {
             self.endpoint.ignore(incoming);
             return None;
         }
-        if self.conns.len() >= self.max_connections {
+        if self.draining || self.conns.len() >= self.max_connections {
             let t = self.endpoint.refuse(incoming, buf);
             self.queue_transmit(&t, buf);
             return None;
@@ -324,6 +333,7 @@ impl Quic {
         c.h3_events(h, now, &mut self.events);
         c.feed_unfed();
         c.flush(h, &mut self.events);
+        c.close_when_acked(now);
         self.transmit(h, now);
         self.rearm(h);
     }
@@ -425,8 +435,8 @@ impl Quic {
         };
         let q = c.pending.entry(stream).or_default();
         assert!(
-            q.iter().map(Bytes::len).sum::<usize>() + chunk.len() <= MAX_STREAM_PENDING,
-            "the loop writes a chunk only when the last was taken"
+            q.is_empty(),
+            "a stream's next chunk comes only once the last was taken (Drained)"
         );
         q.push_back(Bytes::copy_from_slice(head.as_bytes()));
         q.push_back(chunk);
@@ -455,10 +465,29 @@ impl Quic {
         }
     }
 
-    /// Aborts a response (its file failed mid-body).
+    /// Aborts a response (its file failed mid-body, its slot closed).
     pub fn abort(&mut self, h: ConnectionHandle, stream: u64, now: Instant) {
+        self.reject(h, stream, ErrorCode::InternalError, now);
+    }
+
+    /// Resets a request's stream with `code` (a request the core cannot
+    /// take: H3_MESSAGE_ERROR; no room: H3_REQUEST_REJECTED).
+    pub fn reject(&mut self, h: ConnectionHandle, stream: u64, code: ErrorCode, now: Instant) {
         if let Some(c) = self.conns.get_mut(&h) {
-            c.h3.reset(stream, ErrorCode::InternalError);
+            c.h3.reset(stream, code);
+            self.drive(h, now);
+        }
+    }
+
+    /// The drain's deadline: every connection closes now (H3_NO_ERROR),
+    /// whatever is in flight.
+    pub fn close_all(&mut self, now: Instant) {
+        let code = VarInt::from_u64(ErrorCode::NoError.code()).expect("an h3 code");
+        let all: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for h in all {
+            if let Some(c) = self.conns.get_mut(&h) {
+                c.quic.close(now, code, Bytes::new());
+            }
             self.drive(h, now);
         }
     }
@@ -466,6 +495,7 @@ impl Quic {
     /// Drain: GOAWAY on every connection; each closes once its streams
     /// in flight are done.
     pub fn shutdown(&mut self, now: Instant) {
+        self.draining = true;
         let all: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
         for h in all {
             if let Some(c) = self.conns.get_mut(&h) {
@@ -487,6 +517,8 @@ impl QConn {
             unfed: HashMap::new(),
             fins: BTreeSet::new(),
             held: BTreeSet::new(),
+            unacked: BTreeSet::new(),
+            closing: None,
             armed: None,
         }
     }
@@ -518,7 +550,11 @@ impl QConn {
                 }
                 QuicEvent::Stream(StreamEvent::Readable { id }) => self.read(id),
                 QuicEvent::Stream(StreamEvent::Stopped { id, error_code }) => {
+                    self.unacked.remove(&u64::from(id));
                     self.h3.stop_sending(u64::from(id), error_code.into_inner())
+                }
+                QuicEvent::Stream(StreamEvent::Finished { id }) => {
+                    self.unacked.remove(&u64::from(id));
                 }
                 QuicEvent::Stream(_) | QuicEvent::HandshakeDataReady => {}
                 QuicEvent::DatagramReceived | QuicEvent::DatagramsUnblocked => {}
@@ -559,6 +595,15 @@ impl QConn {
         let _ = chunks.finalize();
     }
 
+    /// A graceful close goes once nothing waits to be sent or acknowledged.
+    fn close_when_acked(&mut self, now: Instant) {
+        let idle = self.unacked.is_empty() && self.pending.is_empty() && self.fins.is_empty();
+        if let (Some(code), true) = (self.closing, idle) {
+            self.closing = None;
+            self.quic.close(now, code, Bytes::new());
+        }
+    }
+
     /// Offers HTTP/3 the bytes it did not take before.
     fn feed_unfed(&mut self) {
         let ids: Vec<u64> = self.unfed.keys().copied().collect();
@@ -597,6 +642,7 @@ impl QConn {
                     self.unfed.remove(&stream_id);
                     self.fins.remove(&stream_id);
                     self.held.remove(&stream_id);
+                    self.unacked.remove(&stream_id);
                     if self.requests.remove(&stream_id) {
                         out.push_back(Happened::Gone {
                             conn: h,
@@ -612,8 +658,13 @@ impl QConn {
                 }
                 H3Event::GoAway { .. } => {}
                 H3Event::Close { code } => {
+                    let graceful = code == ErrorCode::NoError;
                     let code = VarInt::from_u64(code.code()).expect("an h3 code");
-                    self.quic.close(now, code, Bytes::new());
+                    if graceful {
+                        self.closing = Some(code);
+                    } else {
+                        self.quic.close(now, code, Bytes::new());
+                    }
                 }
             }
         }
@@ -653,8 +704,8 @@ impl QConn {
                     stream: sid,
                 });
             }
-            if self.fins.remove(&sid) {
-                let _ = self.quic.send_stream(id).finish();
+            if self.fins.remove(&sid) && self.quic.send_stream(id).finish().is_ok() {
+                self.unacked.insert(sid);
             }
         }
     }

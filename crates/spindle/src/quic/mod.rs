@@ -27,6 +27,36 @@ pub mod config;
 pub mod driver;
 pub mod udp;
 
+/// What a worker is given for HTTP/3: its socket of the group (its index
+/// there is the worker's id) and the process's keys.
+#[derive(Debug)]
+pub struct Setup {
+    pub udp: udp::Udp,
+    pub keys: Keys,
+}
+
+/// Keys every worker of a process shares, so that any of them can check
+/// a Retry token another issued, and a stateless reset from any is
+/// valid: random at start.
+#[derive(Debug, Clone, Copy)]
+pub struct Keys {
+    pub token: [u8; 32],
+    pub reset: [u8; 32],
+}
+
+impl Keys {
+    pub fn random() -> Keys {
+        let rng = ring::rand::SystemRandom::new();
+        let mut k = Keys {
+            token: [0; 32],
+            reset: [0; 32],
+        };
+        ring::rand::SecureRandom::fill(&rng, &mut k.token).expect("the kernel's random numbers");
+        ring::rand::SecureRandom::fill(&rng, &mut k.reset).expect("the kernel's random numbers");
+        k
+    }
+}
+
 /// The one ALPN a QUIC connection may name (RFC 9114 §3.1).
 pub const ALPN_H3: &[u8] = b"h3";
 
@@ -94,10 +124,6 @@ pub const RECV_BUFFER: usize = 64 << 10;
 
 /// The socket's kernel buffers (`SO_RCVBUF`, `SO_SNDBUF`).
 pub const SOCKET_BUFFER: i32 = 4 << 20;
-
-/// Bytes of the body one request stream may hold in the driver beyond
-/// what QUIC took (the loop's chunk, until QUIC's window opens).
-pub const MAX_STREAM_PENDING: usize = 256 << 10;
 
 #[cfg(test)]
 mod tests;

@@ -166,6 +166,7 @@ impl<E: Engine> Worker<E> {
             return;
         }
         let idle = self.serve.start_drain(&self.conns, self.now, |c| &c.life);
+        self.quic_drain();
         if self.serve.draining {
             self.cancel_accepts();
         }

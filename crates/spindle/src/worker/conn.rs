@@ -221,8 +221,10 @@ impl<E: Engine> Worker<E> {
         if let (Phase::Sending, Some(tx)) = (c.life.phase, c.tx.as_ref()) {
             self.serve.cut_off(&c.life, c.fd, tx.body_sent, self.now);
         }
-        if c.proto.is_stream() {
-            return self.h2_stream_close(slot);
+        match c.proto {
+            super::h2::Proto::Stream { .. } => return self.h2_stream_close(slot),
+            super::h2::Proto::H3Stream { .. } => return self.h3_stream_close(slot),
+            _ => {}
         }
         // An HTTP/2 connection's stream slots go before it.
         self.h2_abort_streams(slot);
@@ -333,12 +335,13 @@ impl<E: Engine> Worker<E> {
             self.arm_helpers();
             self.on_helpers();
         }
+        self.quic_tick();
         if self.accept.backoff.expire(now) {
             for i in 0..self.accept.listeners.len() {
                 self.arm_accept(i);
             }
         }
-        if !(self.serve.draining && self.conns.live() == 0) {
+        if !(self.serve.draining && self.conns.live() == 0 && self.quic_idle()) {
             self.arm_tick();
         }
     }
@@ -563,5 +566,9 @@ impl<E: Engine> Transport for Worker<E> {
 
     fn proceed(&mut self, who: Ticket) {
         self.drive(who);
+    }
+
+    fn h3_stream_done(&mut self, who: Ticket) {
+        self.h3_finish(who);
     }
 }

@@ -51,6 +51,7 @@ mod accept;
 mod conn;
 mod disk;
 mod h2;
+mod h3;
 mod pool;
 mod probe;
 mod read;
@@ -459,6 +460,8 @@ struct Worker<E: Engine> {
     /// (they failed for want of a provided buffer).
     rearm: Vec<u32>,
     now: Instant,
+    /// HTTP/3 (`--http3`): the UDP socket and the QUIC driver (`h3.rs`).
+    quic: Option<Box<h3::QuicIo>>,
 }
 
 /// The receive buffers a worker's engine picks from.

@@ -37,6 +37,12 @@ pub(super) enum Op {
     Helpers,
     /// A SEND of an HTTP/2 connection's frames (`h2.rs`).
     H2Send,
+    /// The UDP socket of HTTP/3 has datagrams (a multishot poll; `h3.rs`).
+    QuicIn,
+    /// The UDP socket has room again.
+    QuicOut,
+    /// The QUIC driver's deadline (its sequence number in the slot field).
+    QuicTimer,
 }
 
 impl Op {
@@ -59,6 +65,9 @@ impl Op {
             15 => Op::TlsSend,
             16 => Op::Helpers,
             17 => Op::H2Send,
+            18 => Op::QuicIn,
+            19 => Op::QuicOut,
+            20 => Op::QuicTimer,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -132,7 +141,9 @@ impl<E: Engine> Worker<E> {
             streams: 0,
             rearm: Vec::new(),
             now: Instant::now(),
+            quic: None,
         };
+        w.quic = w.quic_setup()?;
         // The root's device is entry 0, where a connection's `dev` points
         // until its first file.
         let root_dev = std::os::unix::fs::MetadataExt::dev(
@@ -146,6 +157,7 @@ impl<E: Engine> Worker<E> {
         w.arm_notify();
         w.arm_helpers();
         w.arm_wake();
+        w.arm_quic();
         Ok(w)
     }
 
@@ -234,7 +246,7 @@ impl<E: Engine> Worker<E> {
     pub(super) fn event_loop(&mut self) -> Result<(), String> {
         let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(RING_ENTRIES as usize);
         loop {
-            if self.serve.draining && self.conns.live() == 0 {
+            if self.serve.draining && self.conns.live() == 0 && self.quic_idle() {
                 self.stop_timers_and_listeners();
                 if self.ring_inflight == 0 {
                     return Ok(());
@@ -272,6 +284,7 @@ impl<E: Engine> Worker<E> {
     }
 
     pub(super) fn stop_timers_and_listeners(&mut self) {
+        self.stop_quic();
         if self.armed.helpers {
             self.armed.helpers = false;
             let target = ud(Op::Helpers, NO_SLOT, 0);
@@ -327,6 +340,9 @@ impl<E: Engine> Worker<E> {
                     }
                 }
             }
+            Op::QuicIn => self.on_quic_in(res, more),
+            Op::QuicOut => self.on_quic_out(),
+            Op::QuicTimer => self.on_quic_timer(slot),
             Op::Cancel => {}
             Op::Close if slot == NO_SLOT => {}
             _ => {

@@ -100,8 +100,10 @@ impl<E: Engine> Worker<E> {
     /// chunks of records: backpressure stays the plain path's.
     pub(super) fn send_plain(&mut self, slot: u32, what: Plain) {
         let c = self.conns.live_at(slot);
-        if c.proto.is_stream() {
-            return self.h2_stream_send(slot, what);
+        match c.proto {
+            super::h2::Proto::Stream { .. } => return self.h2_stream_send(slot, what),
+            super::h2::Proto::H3Stream { .. } => return self.h3_stream_send(slot, what),
+            _ => {}
         }
         if let Plain::Held(b, layout, n) = what {
             return self.send_held(slot, b, layout, n);

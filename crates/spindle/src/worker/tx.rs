@@ -61,10 +61,18 @@ impl<E: Engine> Worker<E> {
 
     pub(super) fn start_tx(&mut self, slot: u32, mut resp: Response) {
         let who = self.who(slot);
-        if self.conns.live_at(slot).proto.is_stream() && !resp.continued {
-            // An HTTP/2 stream's head goes to its link, as fields.
+        let proto = &self.conns.live_at(slot).proto;
+        if proto.is_stream() && !resp.continued {
+            // A stream's head goes to its link (HTTP/2) or its QUIC
+            // stream (HTTP/3), as fields.
+            let h3 = matches!(proto, Proto::H3Stream { .. });
             let fields = std::mem::take(&mut resp.fields);
-            if !self.h2_stream_respond(self.who(slot), resp.status, fields) {
+            let sent = if h3 {
+                self.h3_stream_respond(slot, resp.status, fields)
+            } else {
+                self.h2_stream_respond(self.who(slot), resp.status, fields)
+            };
+            if !sent {
                 return self.abort(slot);
             }
         }
@@ -424,7 +432,7 @@ impl<E: Engine> Worker<E> {
                     }),
                 }
             }
-            Proto::H2(_) => None,
+            Proto::H2(_) | Proto::H3Stream { .. } => None,
         }
     }
 
