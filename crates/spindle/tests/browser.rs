@@ -1,6 +1,7 @@
 //! A real browser: headless Chromium loads a page with 100 images from
 //! spindle over HTTPS, and every resource it fetched (the page and each
-//! image) says, in its Resource Timing entry, that it came over `h2`.
+//! image) says, in its Resource Timing entry, that it came over `h2`; and
+//! over HTTP/3 (`--http3`, Chromium told to use QUIC for the origin), `h3`.
 
 mod common;
 
@@ -29,9 +30,15 @@ fn chromium() -> Option<&'static str> {
 /// Chromium, headless with a fresh profile beside `near`, loads `url`
 /// (any certificate), lets its scripts run for up to 20 s of virtual
 /// time, and prints the DOM.
-fn dump_dom(browser: &str, url: &str, near: &std::path::Path) -> std::process::Output {
+fn dump_dom(
+    browser: &str,
+    url: &str,
+    near: &std::path::Path,
+    extra: &[String],
+) -> std::process::Output {
     let profile = near.with_extension("chromium-profile");
     let out = Command::new(browser)
+        .args(extra)
         .args([
             "--headless=new",
             "--no-sandbox",
@@ -58,11 +65,46 @@ fn chromium_loads_a_page_of_100_images_over_h2() {
     };
     for b in &backends_with(Cap::Http2) {
         eprintln!("backend {b}");
-        load_page(browser, b);
+        load_page(browser, b, Over::H2);
     }
 }
 
-fn load_page(browser: &str, backend: &str) {
+#[test]
+fn chromium_loads_a_page_of_100_images_over_h3() {
+    let Some(browser) = chromium() else {
+        test_skip::skip_or_fail("no chromium (Debian chromium)");
+        return;
+    };
+    for b in &backends_with(Cap::Http2) {
+        eprintln!("backend {b}");
+        load_page(browser, b, Over::H3);
+    }
+}
+
+/// Which protocol the page is loaded over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    H2,
+    H3,
+}
+
+/// The base64 SHA-256 of the test certificate's public key, which
+/// Chromium takes as trusted for QUIC (`--ignore-certificate-errors-spki-list`).
+fn test_cert_spki() -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl x509 -pubkey -noout -in {} | openssl pkey -pubin -outform der \
+             | openssl dgst -sha256 -binary | base64",
+            tls_data("p256.pem").display()
+        ))
+        .output()
+        .expect("openssl");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn load_page(browser: &str, backend: &str, over: Over) {
     let root = DocRoot::new(false);
     std::fs::create_dir_all(root.path("img")).unwrap();
     let mut page = String::from("<!doctype html><html><head><title>h2</title></head><body>\n");
@@ -80,20 +122,21 @@ fn load_page(browser: &str, backend: &str) {
          });\n</script></body></html>\n",
     );
     std::fs::write(root.path("page.html"), page).unwrap();
-    let srv = Server::start(
-        backend,
-        &root.dir,
-        &[
-            "--workers",
-            "1",
-            "--tls-listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            tls_data("p256.pem").to_str().unwrap(),
-            "--tls-key",
-            tls_data("p256.key").to_str().unwrap(),
-        ],
-    );
+    let (cert, key) = (tls_data("p256.pem"), tls_data("p256.key"));
+    let mut args = vec![
+        "--workers",
+        "1",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    if over == Over::H3 {
+        args.push("--http3");
+    }
+    let srv = Server::start(backend, &root.dir, &args);
     let err = srv.stderr();
     let line = err.lines().find(|l| l.contains("]: serving ")).unwrap();
     let https = line
@@ -102,7 +145,19 @@ fn load_page(browser: &str, backend: &str) {
         .unwrap()
         .trim_end_matches('/')
         .to_string();
-    let out = dump_dom(browser, &format!("{https}/page.html"), &root.dir);
+    let out = match over {
+        Over::H2 => dump_dom(browser, &format!("{https}/page.html"), &root.dir, &[]),
+        Over::H3 => {
+            let port = https.rsplit(':').next().unwrap();
+            let quic = [
+                format!("--origin-to-force-quic-on=localhost:{port}"),
+                format!("--ignore-certificate-errors-spki-list={}", test_cert_spki()),
+                "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+            ];
+            let url = format!("https://localhost:{port}/page.html");
+            dump_dom(browser, &url, &root.dir, &quic)
+        }
+    };
     let dom = String::from_utf8_lossy(&out.stdout);
     let protocols = dom
         .split("data-protocols=\"")
@@ -116,7 +171,11 @@ fn load_page(browser: &str, backend: &str) {
         });
     let list: Vec<&str> = protocols.split(',').collect();
     assert_eq!(list.len(), IMAGES + 1, "{protocols}");
-    assert!(list.iter().all(|p| *p == "h2"), "{protocols}");
+    let want = match over {
+        Over::H2 => "h2",
+        Over::H3 => "h3",
+    };
+    assert!(list.iter().all(|p| *p == want), "{protocols}");
 }
 
 /// The Python documentation (Debian's python3.11-doc) as a real site.
@@ -203,6 +262,7 @@ fn chromium_loads_the_python_docs_compressed_over_h2() {
         browser,
         &format!("https://127.0.0.1:{port}/index.html"),
         root.path(),
+        &[],
     );
     let dom = String::from_utf8_lossy(&out.stdout);
     let report = dom
@@ -247,4 +307,83 @@ fn chromium_loads_the_python_docs_compressed_over_h2() {
         }
     }
     assert!(compressed >= 10, "{lines:#?}");
+}
+
+/// A page that plays a video, then seeks near its end: its body's
+/// `data-video` attribute says what happened.
+const VIDEO_PAGE: &str = r#"<!doctype html><html><body>
+<video id="v" src="/v.mp4" muted playsinline preload="auto"></video>
+<script>
+const v = document.getElementById('v');
+const say = (k) => document.body.setAttribute('data-video', k);
+v.addEventListener('playing', () => { say('playing'); v.currentTime = 17; }, {once: true});
+v.addEventListener('seeked', () => say('seeked ' + v.currentTime.toFixed(0)));
+v.addEventListener('error', () => say('error ' + (v.error && v.error.code)));
+v.play().catch(e => say('play failed ' + e));
+</script></body></html>
+"#;
+
+#[test]
+fn chromium_plays_and_seeks_a_video_over_h3() {
+    let Some(browser) = chromium() else {
+        test_skip::skip_or_fail("no chromium (Debian chromium)");
+        return;
+    };
+    if Command::new("ffmpeg").arg("-version").output().is_err() {
+        test_skip::skip_or_fail("no ffmpeg (Debian ffmpeg)");
+        return;
+    }
+    let root = DocRoot::new(false);
+    // 20 s of H.264 at 6 Mbit/s (about 15 MB), its index first: the
+    // browser's first range cannot cover the seek to 17 s.
+    let st = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi"])
+        .args(["-i", "testsrc2=duration=20:size=640x360:rate=25"])
+        .args(["-c:v", "libx264", "-pix_fmt", "yuv420p", "-b:v", "6M"])
+        .args([
+            "-maxrate",
+            "6M",
+            "-bufsize",
+            "1M",
+            "-movflags",
+            "+faststart",
+        ])
+        .arg(root.path("v.mp4"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "ffmpeg");
+    std::fs::write(root.path("video.html"), VIDEO_PAGE).unwrap();
+    let log = root.path("../video-h3.log");
+    let (srv, port) = start_with_https(
+        "io-uring",
+        &root.dir,
+        None,
+        &["--http3", "--access-log", log.to_str().unwrap()],
+    );
+    let quic = [
+        format!("--origin-to-force-quic-on=localhost:{port}"),
+        format!("--ignore-certificate-errors-spki-list={}", test_cert_spki()),
+        "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+    ];
+    let url = format!("https://localhost:{port}/video.html");
+    let out = dump_dom(browser, &url, &root.dir, &quic);
+    drop(srv);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let lines = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        dom.contains("data-video=\"playing\"") || dom.contains("data-video=\"seeked 17\""),
+        "the video did not play: {dom}"
+    );
+    // The page and the video came over HTTP/3; the seek fetched a range
+    // of its own.
+    assert!(lines.contains("\"GET /video.html HTTP/3\" 200 "), "{lines}");
+    let ranges = lines
+        .lines()
+        .filter(|l| l.contains("\"GET /v.mp4 HTTP/3\" 206 "))
+        .count();
+    assert!(
+        ranges >= 2,
+        "one range for the play, one for the seek: {lines}"
+    );
 }
