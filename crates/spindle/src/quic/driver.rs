@@ -139,6 +139,9 @@ pub struct Quic {
     scratch: Vec<u8>,
     /// After [`Quic::shutdown`]: new connections are refused.
     draining: bool,
+    /// Datagrams the kernel refused to send, and the last reason.
+    send_errors: u64,
+    last_send_error: Option<std::io::Error>,
 }
 
 impl Quic {
@@ -160,6 +163,8 @@ impl Quic {
             events: VecDeque::new(),
             scratch: Vec::new(),
             draining: false,
+            send_errors: 0,
+            last_send_error: None,
         }
     }
 
@@ -167,6 +172,12 @@ impl Quic {
     pub fn set_server_config(&mut self, server: Arc<ServerConfig>) {
         self.endpoint.set_server_config(Some(server.clone()));
         self.server = server;
+    }
+
+    /// Datagrams dropped because the kernel refused them, and the last
+    /// reason (taken: the caller logs it once).
+    pub fn send_errors(&mut self) -> (u64, Option<std::io::Error>) {
+        (self.send_errors, self.last_send_error.take())
     }
 
     pub fn connections(&self) -> usize {
@@ -240,12 +251,16 @@ impl Quic {
     /// Whether a new connection from `from` may begin now.
     fn admit(&mut self, from: IpAddr, now: Instant) -> bool {
         if self.buckets.len() >= TRACKED_ADDRESSES && !self.buckets.contains_key(&from) {
-            let oldest = self
-                .buckets
-                .iter()
-                .min_by_key(|(_, b)| b.at)
-                .map(|(a, _)| *a);
-            self.buckets.remove(&oldest.expect("a full map"));
+            // Addresses whose bucket has refilled are as good as unknown;
+            // if few have (a flood from many addresses), all are
+            // forgotten: amortised O(1) per new address either way.
+            let refill = f64::from(NEW_CONNECTIONS_BURST) / f64::from(NEW_CONNECTIONS_PER_SECOND);
+            let full = std::time::Duration::from_secs_f64(refill);
+            self.buckets
+                .retain(|_, b| now.saturating_duration_since(b.at) < full);
+            if self.buckets.len() >= TRACKED_ADDRESSES / 2 {
+                self.buckets.clear();
+            }
         }
         let burst = f64::from(NEW_CONNECTIONS_BURST);
         let b = self.buckets.entry(from).or_insert(Bucket {
@@ -378,20 +393,27 @@ impl Quic {
         }
     }
 
-    /// Sends what is queued; `Ok(false)`: the socket is full, call again
+    /// Sends what is queued; `false`: the socket is full, call again
     /// once it is writable. Connections that stopped for a full queue
-    /// build their next packets as it empties.
-    pub fn send(&mut self, udp: &mut Udp, now: Instant) -> std::io::Result<bool> {
+    /// build their next packets as it empties. Datagrams the kernel
+    /// refuses (an unreachable address) are dropped, counted in
+    /// [`Quic::send_errors`]: QUIC treats them as lost.
+    pub fn send(&mut self, udp: &mut Udp, now: Instant) -> bool {
         loop {
             while let Some(d) = self.queue.front() {
-                if !udp.send(d.to, d.ecn, d.segment, &d.bytes)? {
-                    return Ok(false);
+                match udp.send(d.to, d.ecn, d.segment, &d.bytes) {
+                    Ok(true) => {}
+                    Ok(false) => return false,
+                    Err(e) => {
+                        self.send_errors += 1;
+                        self.last_send_error = Some(e);
+                    }
                 }
                 self.queued_bytes -= d.bytes.len();
                 self.queue.pop_front();
             }
             let Some(h) = self.starved.pop_first() else {
-                return Ok(true);
+                return true;
             };
             self.drive(ConnectionHandle(h), now);
         }

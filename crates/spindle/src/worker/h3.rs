@@ -60,6 +60,8 @@ pub(super) struct QuicIo {
     stopped: bool,
     /// Whether a poll for room is in the engine.
     waiting_room: bool,
+    /// A send error was logged (once per worker).
+    warned_send: bool,
     /// The deadline the engine's timeout is armed for, and its number.
     timer: Option<Instant>,
     timer_seq: u32,
@@ -81,6 +83,7 @@ impl QuicIo {
             watching: false,
             stopped: false,
             waiting_room: false,
+            warned_send: false,
             timer: None,
             timer_seq: 0,
             ts: Box::new(Timespec::of(std::time::Duration::ZERO)),
@@ -217,19 +220,20 @@ impl<E: Engine> Worker<E> {
     fn quic_flush(&mut self) {
         let now = self.now;
         let q = self.quic_io();
-        if !q.waiting_room {
-            match q.quic.send(&mut q.udp, now) {
-                Ok(true) => {}
-                Ok(false) => {
-                    q.waiting_room = true;
-                    let sub = Sub::Poll {
-                        fd: q.udp.fd(),
-                        mask: libc::POLLOUT as u32,
-                        multishot: false,
-                    };
-                    self.push(sub, ud(Op::QuicOut, NO_SLOT, 0));
-                }
-                Err(e) => crate::warn!("HTTP/3: send: {e}"),
+        if !q.waiting_room && !q.quic.send(&mut q.udp, now) {
+            q.waiting_room = true;
+            let sub = Sub::Poll {
+                fd: q.udp.fd(),
+                mask: libc::POLLOUT as u32,
+                multishot: false,
+            };
+            self.push(sub, ud(Op::QuicOut, NO_SLOT, 0));
+        }
+        let q = self.quic_io();
+        if let (n, Some(e)) = q.quic.send_errors() {
+            if !q.warned_send {
+                q.warned_send = true;
+                crate::warn!("HTTP/3: a datagram the kernel would not send ({e}); such datagrams are dropped as lost ({n} so far; said once)");
             }
         }
         // Sending may have let starved connections make packets and
