@@ -20,13 +20,14 @@
 //! [`SEND_WINDOW`] bytes.
 //!
 //! Which connections to accept: at most `max_connections`, at most
-//! [`NEW_CONNECTIONS_PER_SECOND`] new ones from one address, and a Retry
+//! [`NEW_CONNECTIONS_PER_SECOND`] new ones from one address (and at most
+//! [`PACKETS_PER_SECOND`] datagrams: `rates.rs`), and a Retry
 //! for unvalidated addresses once [`RETRY_ABOVE`] handshakes are in
 //! progress.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -116,13 +117,6 @@ struct QConn {
     armed: Option<Instant>,
 }
 
-/// A token bucket of new connections per address.
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
 /// One worker's QUIC.
 pub struct Quic {
     endpoint: Endpoint,
@@ -134,7 +128,7 @@ pub struct Quic {
     queued_bytes: usize,
     /// Connections that stopped building packets for a full queue.
     starved: BTreeSet<usize>,
-    buckets: HashMap<IpAddr, Bucket>,
+    rates: super::rates::Rates,
     events: VecDeque<Happened>,
     scratch: Vec<u8>,
     /// After [`Quic::shutdown`]: new connections are refused.
@@ -159,7 +153,7 @@ impl Quic {
             queue: VecDeque::new(),
             queued_bytes: 0,
             starved: BTreeSet::new(),
-            buckets: HashMap::new(),
+            rates: Default::default(),
             events: VecDeque::new(),
             scratch: Vec::new(),
             draining: false,
@@ -205,6 +199,9 @@ impl Quic {
         assert!(stride > 0);
         let mut touched = BTreeSet::new();
         for d in data.chunks(stride) {
+            if !self.rates.packet(from.ip(), now) {
+                continue;
+            }
             let ecn = EcnCodepoint::from_bits(ecn);
             let mut buf = std::mem::take(&mut self.scratch);
             let event = self
@@ -248,35 +245,6 @@ impl Quic {
         }
     }
 
-    /// Whether a new connection from `from` may begin now.
-    fn admit(&mut self, from: IpAddr, now: Instant) -> bool {
-        if self.buckets.len() >= TRACKED_ADDRESSES && !self.buckets.contains_key(&from) {
-            // Addresses whose bucket has refilled are as good as unknown;
-            // if few have (a flood from many addresses), all are
-            // forgotten: amortised O(1) per new address either way.
-            let refill = f64::from(NEW_CONNECTIONS_BURST) / f64::from(NEW_CONNECTIONS_PER_SECOND);
-            let full = std::time::Duration::from_secs_f64(refill);
-            self.buckets
-                .retain(|_, b| now.saturating_duration_since(b.at) < full);
-            if self.buckets.len() >= TRACKED_ADDRESSES / 2 {
-                self.buckets.clear();
-            }
-        }
-        let burst = f64::from(NEW_CONNECTIONS_BURST);
-        let b = self.buckets.entry(from).or_insert(Bucket {
-            tokens: burst,
-            at: now,
-        });
-        let refill = now.saturating_duration_since(b.at).as_secs_f64();
-        b.tokens = (b.tokens + refill * f64::from(NEW_CONNECTIONS_PER_SECOND)).min(burst);
-        b.at = now;
-        if b.tokens < 1.0 {
-            return false;
-        }
-        b.tokens -= 1.0;
-        true
-    }
-
     /// A client's first packet: accept, Retry, refuse or ignore it.
     fn incoming(
         &mut self,
@@ -284,7 +252,7 @@ impl Quic {
         incoming: Incoming,
         buf: &mut Vec<u8>,
     ) -> Option<ConnectionHandle> {
-        if !self.admit(incoming.remote_address().ip(), now) {
+        if !self.rates.connection(incoming.remote_address().ip(), now) {
             self.endpoint.ignore(incoming);
             return None;
         }

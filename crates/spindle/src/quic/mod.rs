@@ -25,6 +25,7 @@ use std::time::Duration;
 pub mod cid;
 pub mod config;
 pub mod driver;
+pub mod rates;
 pub mod udp;
 
 /// What a worker is given for HTTP/3: its socket of the group (its index
@@ -108,7 +109,13 @@ pub const INCOMING_BUFFER_BYTES_TOTAL: u64 = 1 << 20;
 pub const NEW_CONNECTIONS_PER_SECOND: u32 = 20;
 pub const NEW_CONNECTIONS_BURST: u32 = 60;
 
-/// Addresses whose rate is tracked at once; the oldest is forgotten.
+/// Datagrams one address (an IPv6 /64) may send a second (a token bucket
+/// of [`PACKETS_BURST`]); over it, they are dropped unread. A client
+/// downloading at 1 Gbit/s sends about 40,000 a second (acknowledgements).
+pub const PACKETS_PER_SECOND: u32 = 100_000;
+pub const PACKETS_BURST: u32 = 200_000;
+
+/// Addresses whose rates are tracked at once.
 pub const TRACKED_ADDRESSES: usize = 4096;
 
 /// Datagrams one `poll_transmit` may build for one GSO send (quinn's).
