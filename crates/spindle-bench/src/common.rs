@@ -112,6 +112,8 @@ pub fn setup(root: &Path, workers: u32) -> ServerSetup {
         spindle_flags: Vec::new(),
         tls: None,
         http2: false,
+        http3: false,
+        access_log: None,
         compress: None,
     }
 }

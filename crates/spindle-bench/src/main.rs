@@ -1,7 +1,8 @@
 //! `spindle-bench`: the seed experiments (`mkfiles`, `cold`, `large`, `hot`, `idle`),
 //! `rules`, `compress` (compression on the fly against the peers), the `soak`,
-//! `scaleout` (HAProxy over three replicas), and a thin dispatcher over the other
-//! benchmark crates (`pipetest`, `naio`, `slowdisk`).
+//! `h3` (the 700 MB file over HTTP/3 against Caddy), `scaleout` (HAProxy over
+//! three replicas), and a thin dispatcher over the other benchmark crates
+//! (`pipetest`, `naio`, `slowdisk`).
 //!
 //! The binary also carries the server and the load generator as hidden subcommands
 //! (`__spindle` runs `spindle`, `__load` runs `spindle-load`), so the harness needs no
@@ -15,6 +16,7 @@ mod edge;
 mod h2idle;
 mod h2load;
 mod h2mixed;
+mod h3;
 mod hot;
 mod idle;
 mod large;
@@ -54,6 +56,11 @@ enum Command {
     Hot(hot::HotArgs),
     /// What access rules cost on hot files, and a flood of wrong passwords beside another client.
     Rules(rules::RulesArgs),
+    /// HTTP/3: the 700 MB file, cached, over one connection: spindle and Caddy over
+    /// HTTP/3 (gtlsclient) and spindle's HTTP/2 (h2load), MB/s, server and client CPU
+    /// per GB, and the server's system calls per MB (perf stat).
+    #[command(mut_arg("servers", |a| a.default_value(h3::H3_SERVERS)))]
+    H3(h3::H3Args),
     /// Compression on the fly against the peers (nginx gzip, lighttpd mod_deflate, Caddy encode,
     /// H2O compress), Python docs, cached, keep-alive: req/s, CPU and bytes on the wire per
     /// request in gzip, br and zstd, and a 1 MiB file's first request (nginx-gzipN: nginx at gzip
@@ -89,6 +96,7 @@ fn main() {
         Command::Hot(a) => hot::run(a),
         Command::Rules(a) => rules::run(a),
         Command::Compress(a) => compress::run(a),
+        Command::H3(a) => h3::run(a),
         Command::Idle(a) => idle::run(a),
         Command::Soak(a) => soak::run(a),
         Command::Scaleout(a) => scaleout::run(a),

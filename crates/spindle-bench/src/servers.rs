@@ -125,7 +125,8 @@ pub enum Server {
     Lighttpd,
     /// H2O (HTTP/2 runs of `hot --h2`, and plain HTTP in `compress`).
     H2o,
-    /// Caddy (Debian `caddy`), over plain HTTP only.
+    /// Caddy (Debian `caddy`): plain HTTP, or HTTPS with HTTP/2 and
+    /// HTTP/3 as the setup says ([`caddyfile`]).
     Caddy,
 }
 
@@ -276,6 +277,12 @@ pub struct ServerSetup {
     /// by default, nginx needs `http2` on its `listen`, lighttpd
     /// `server.h2proto`).
     pub http2: bool,
+    /// Serve HTTP/3 too, on the HTTPS listener's port over UDP (spindle
+    /// `--http3`, Caddy `protocols ... h3`); needs `tls`.
+    pub http3: bool,
+    /// Write an access log here (spindle `--access-log`, Caddy `log`;
+    /// the other servers' configs ignore it).
+    pub access_log: Option<PathBuf>,
     /// Compress on the fly (the `compress` experiment); None: every
     /// server's config as without it.
     pub compress: Option<Compress>,
@@ -521,9 +528,6 @@ fn command(server: &Server, setup: &ServerSetup, place: &Place) -> Result<Vec<St
             Ok(vec![program("h2o")?, "-c".into(), path])
         }
         Server::Caddy => {
-            if setup.tls.is_some() {
-                bail!("caddy runs here over plain HTTP only");
-            }
             let path = write_conf(tmp, "Caddyfile", &caddyfile(setup, place.port))?;
             // One worker: GOMAXPROCS. Its storage (locks, autosave) in
             // the server's directory, not the user's home.
@@ -572,6 +576,15 @@ fn spindle_argv(server: &Server, setup: &ServerSetup, port: u16) -> Result<Vec<S
             "--tls-key".into(),
             t.key.display().to_string(),
         ]),
+    }
+    if setup.http3 {
+        if setup.tls.is_none() {
+            bail!("HTTP/3 needs HTTPS: the setup has no certificate");
+        }
+        a.push("--http3".into());
+    }
+    if let Some(log) = &setup.access_log {
+        a.extend(["--access-log".into(), log.display().to_string()]);
     }
     if let Some(c) = &setup.compress {
         // Compression is on by default; a cache of this start's own.
@@ -733,17 +746,58 @@ pub fn h2o_conf(setup: &ServerSetup, place: &Place) -> String {
 }
 
 /// Caddy's Caddyfile: no admin endpoint, no automatic HTTPS, one site on
-/// loopback serving the root; `encode zstd gzip` with [`Compress`].
+/// loopback serving the root; `encode zstd gzip` with [`Compress`]; an
+/// access log (JSON) with `access_log`. Plain HTTP, or with `tls` the
+/// HTTPS variant ([`caddyfile_https`]).
 pub fn caddyfile(setup: &ServerSetup, port: u16) -> String {
-    let encode = if setup.compress.is_some() {
-        "\tencode zstd gzip\n"
-    } else {
-        ""
-    };
+    if let Some(tls) = &setup.tls {
+        return caddyfile_https(setup, tls, port);
+    }
     format!(
-        "{{\n\tadmin off\n\tauto_https off\n}}\n\nhttp://127.0.0.1:{port} {{\n\troot * {}\n{encode}\tfile_server\n}}\n",
-        setup.root.display()
+        "{{\n\tadmin off\n\tauto_https off\n}}\n\nhttp://127.0.0.1:{port} {{\n\troot * {}\n{}\tfile_server\n}}\n",
+        setup.root.display(),
+        caddy_site_extras(setup)
     )
+}
+
+/// The HTTPS Caddyfile: the run's certificate (`tls CERT KEY`, Caddy
+/// 2.6 loads it as given and asks no CA), bound to loopback, named both
+/// `localhost` (gtlsclient's `:authority`) and `127.0.0.1` (h2load's and
+/// spindle-load's); the protocols offered on the port are HTTP/1.1, and
+/// HTTP/2 and HTTP/3 (the same port number over UDP) as `setup` says.
+fn caddyfile_https(setup: &ServerSetup, tls: &crate::tls::TlsFiles, port: u16) -> String {
+    let mut protocols = vec!["h1"];
+    if setup.http2 {
+        protocols.push("h2");
+    }
+    if setup.http3 {
+        protocols.push("h3");
+    }
+    format!(
+        "{{\n\tadmin off\n\tauto_https off\n\tservers {{\n\t\tprotocols {}\n\t}}\n}}\n\n\
+https://localhost:{port}, https://127.0.0.1:{port} {{\n\tbind 127.0.0.1\n\ttls {} {}\n\troot * {}\n{}\tfile_server\n}}\n",
+        protocols.join(" "),
+        tls.cert.display(),
+        tls.key.display(),
+        setup.root.display(),
+        caddy_site_extras(setup)
+    )
+}
+
+/// The site lines that follow `root`: `encode` with [`Compress`], `log`
+/// with an access log.
+fn caddy_site_extras(setup: &ServerSetup) -> String {
+    let mut s = String::new();
+    if setup.compress.is_some() {
+        s.push_str("\tencode zstd gzip\n");
+    }
+    if let Some(log) = &setup.access_log {
+        s.push_str(&format!(
+            "\tlog {{\n\t\toutput file {}\n\t}}\n",
+            log.display()
+        ));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -897,6 +951,49 @@ mod tests {
         );
         assert!(!caddyfile(&test_setup(false, false), 1).contains("encode"));
         assert_eq!(Server::parse("caddy").unwrap(), Server::Caddy);
+    }
+
+    #[test]
+    fn caddy_over_https_offers_h3_with_the_runs_certificate() {
+        let mut setup = test_setup(true, true);
+        setup.http3 = true;
+        setup.access_log = Some("/tmp/cbt/access.log".into());
+        assert_eq!(
+            caddyfile(&setup, 54321),
+            "{\n\tadmin off\n\tauto_https off\n\tservers {\n\t\tprotocols h1 h2 h3\n\t}\n}\n\n\
+https://localhost:54321, https://127.0.0.1:54321 {\n\tbind 127.0.0.1\n\ttls /tmp/cbt/tls/cert.pem /tmp/cbt/tls/key.pem\n\
+\troot * /tmp/cb-test/html\n\tlog {\n\t\toutput file /tmp/cbt/access.log\n\t}\n\tfile_server\n}\n"
+        );
+        // HTTPS without HTTP/2 or HTTP/3: HTTP/1.1 only, no log.
+        let h1 = caddyfile(&test_setup(true, false), 1);
+        assert!(h1.contains("\t\tprotocols h1\n"), "{h1}");
+        assert!(!h1.contains("log {"), "{h1}");
+        // The plain variant is as before, an access log aside.
+        let mut plain = test_setup(false, false);
+        plain.access_log = Some("/l".into());
+        assert_eq!(
+            caddyfile(&plain, 1),
+            "{\n\tadmin off\n\tauto_https off\n}\n\nhttp://127.0.0.1:1 {\n\troot * /tmp/cb-test/html\n\tlog {\n\t\toutput file /l\n\t}\n\tfile_server\n}\n"
+        );
+    }
+
+    #[test]
+    fn spindle_serves_http3_and_logs_only_when_asked() {
+        let s = Server::parse("spindle-io-uring").unwrap();
+        let mut setup = test_setup(true, true);
+        let argv = spindle_argv(&s, &setup, 1).unwrap();
+        assert!(!argv.iter().any(|a| a == "--http3" || a == "--access-log"));
+        setup.http3 = true;
+        setup.access_log = Some("/tmp/a.log".into());
+        let argv = spindle_argv(&s, &setup, 1).unwrap();
+        assert!(argv.iter().any(|a| a == "--http3"), "{argv:?}");
+        let i = argv.iter().position(|a| a == "--access-log").unwrap();
+        assert_eq!(argv[i + 1], "/tmp/a.log");
+        // The root stays last.
+        assert_eq!(argv.last().unwrap(), "/tmp/cb-test/html");
+        let mut plain = test_setup(false, false);
+        plain.http3 = true;
+        assert!(spindle_argv(&s, &plain, 1).is_err());
     }
 
     #[test]

@@ -247,6 +247,8 @@ fn soak_one(a: &SoakArgs, server: &Server, minutes: f64, seed: u64) -> Result<Ou
             .collect(),
         tls: None,
         http2: false,
+        http3: false,
+        access_log: None,
         compress: None,
     };
     let mut running = Running::start(server, &setup)?;
