@@ -9,27 +9,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::*;
 use serde_json::{json, Value};
 use spindle::config::Cap;
-
-/// aioquic is importable; under CI its absence fails the test (.ci/run
-/// installs it).
-#[track_caller]
-fn have_aioquic() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import aioquic"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        test_skip::skip_or_fail("Python's aioquic is not installed (pip install aioquic)");
-    }
-    ok
-}
 
 /// One response: as h3client.py saw it over HTTP/3, or curl over HTTP/2.
 #[derive(Debug)]
@@ -59,7 +43,7 @@ const PROTOCOL_OWN: &[&str] = &["date", "connection", "keep-alive", "alt-svc"];
 fn h3(port: u16, requests: &[Value]) -> Vec<Answer> {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/h3client.py"))
+        .arg(test_data("h3client.py"))
         .arg(port.to_string())
         .arg("--out")
         .arg(dir.path())
