@@ -37,6 +37,9 @@ import ssl
 import sys
 import time
 
+# h3client.py beside this file, imported without leaving a __pycache__ in
+# the source tree.
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from aioquic.asyncio.client import connect  # noqa: E402
