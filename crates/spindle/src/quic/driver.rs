@@ -194,8 +194,13 @@ impl Quic {
         None
     }
 
-    /// A receive of `data` from `from`: datagrams of `stride` bytes.
+    /// A receive of `data` from `from`: datagrams of `stride` bytes. An
+    /// empty datagram (a UDP payload of 0 bytes, which anyone can send)
+    /// holds no packet: dropped.
     pub fn recv(&mut self, now: Instant, from: SocketAddr, ecn: u8, data: &[u8], stride: usize) {
+        if data.is_empty() {
+            return;
+        }
         assert!(stride > 0);
         let mut touched = BTreeSet::new();
         for d in data.chunks(stride) {

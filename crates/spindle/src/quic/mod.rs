@@ -19,6 +19,14 @@
 //! Every limit is one of the constants below; quinn-proto itself holds
 //! the amplification limit (3× before an address is validated, RFC 9000
 //! §8.1) and paces its sends.
+//!
+//! Known, in quinn-proto 0.11.19: a connection closed while stream data
+//! waits and its congestion window is full never sends its
+//! CONNECTION_CLOSE (quinn#2785, fixed upstream by #2787, not yet
+//! released): the client learns at its idle timeout, or from the
+//! stateless reset its next packet gets once the connection is drained
+//! here (3 PTOs). Met by a client past the stream limit (tests/h3_hostile.rs)
+//! and by [`driver::Quic::close_all`] at a drain's deadline mid-download.
 
 use std::time::Duration;
 

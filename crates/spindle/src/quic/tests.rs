@@ -158,3 +158,26 @@ fn gtlsclient_fetches_bodies_byte_for_byte_over_http3() {
         assert_eq!(bad, None, "/{n}: first wrong byte");
     }
 }
+
+/// An empty datagram (a UDP payload of 0 bytes) reaches the driver as a
+/// receive of no bytes: dropped, and nothing answers it. (It once failed
+/// an assertion and took the worker with it.)
+#[test]
+fn an_empty_datagram_is_dropped() {
+    let (udp, mut quic) = server("127.0.0.1:0");
+    let from = "127.0.0.1:9".parse().unwrap();
+    let mut buf = vec![0; RECV_BUFFER];
+    let me = udp.local_addr().unwrap();
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.send_to(&[], me).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let r = udp
+        .recv(&mut buf)
+        .expect("recv")
+        .expect("the empty datagram");
+    assert_eq!((r.len, r.stride), (0, 0));
+    quic.recv(Instant::now(), r.from, r.ecn, &buf[..r.len], r.stride);
+    quic.recv(Instant::now(), from, 0, &[], 0);
+    assert!(!quic.sending());
+    assert!(quic.poll_event().is_none());
+}

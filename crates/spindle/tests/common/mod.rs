@@ -308,6 +308,11 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// True while the process is alive.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -613,6 +618,29 @@ pub fn redbot_bad_notes(url: &str) -> Option<Vec<String>> {
     }
     assert!(notes >= 3, "redbot gave no notes: {text}");
     Some(bad)
+}
+
+/// Python's aioquic (PyPI) is importable, for the HTTP/3 clients of
+/// tests/data (h3client.py, h3hostile.py); under CI its absence fails the
+/// test (.ci/run installs it).
+#[track_caller]
+pub fn have_aioquic() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        test_skip::skip_or_fail("Python's aioquic is not installed (pip install aioquic)");
+    }
+    ok
+}
+
+/// A script of tests/data.
+pub fn test_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 /// The lines of a log file once it has at least `n` (or after 5 s).
