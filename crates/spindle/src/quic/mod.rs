@@ -134,6 +134,11 @@ pub const GSO_SEGMENTS: usize = 10;
 /// and congestion control then hold the rest).
 pub const MAX_QUEUED_BYTES: usize = 1 << 20;
 
+/// Receives (each a GRO batch of datagrams) one turn of the worker's
+/// loop takes; the rest wait for its next turn, after the completions of
+/// its TCP connections, so that a flood of datagrams cannot starve them.
+pub const RECVS_PER_TURN: usize = 64;
+
 /// One receive's buffer: a GRO batch of up to 64 KiB.
 pub const RECV_BUFFER: usize = 64 << 10;
 

@@ -62,6 +62,8 @@ pub(super) struct QuicIo {
     waiting_room: bool,
     /// A send error was logged (once per worker).
     warned_send: bool,
+    /// A `NOP` is in the engine to read the datagrams a turn left.
+    more_armed: bool,
     /// The deadline the engine's timeout is armed for, and its number.
     timer: Option<Instant>,
     timer_seq: u32,
@@ -84,6 +86,7 @@ impl QuicIo {
             stopped: false,
             waiting_room: false,
             warned_send: false,
+            more_armed: false,
             timer: None,
             timer_seq: 0,
             ts: Box::new(Timespec::of(std::time::Duration::ZERO)),
@@ -181,6 +184,11 @@ impl<E: Engine> Worker<E> {
         self.quic_turn();
     }
 
+    pub(super) fn on_quic_more(&mut self) {
+        self.quic_io().more_armed = false;
+        self.quic_turn();
+    }
+
     pub(super) fn on_quic_out(&mut self) {
         self.quic_io().waiting_room = false;
         self.quic_turn();
@@ -200,16 +208,29 @@ impl<E: Engine> Worker<E> {
     pub(super) fn quic_turn(&mut self) {
         let now = self.now;
         let q = self.quic_io();
-        loop {
+        let mut more = true;
+        for _ in 0..crate::quic::RECVS_PER_TURN {
             match q.udp.recv(&mut q.buf) {
                 Ok(Some(r)) => q.quic.recv(now, r.from, r.ecn, &q.buf[..r.len], r.stride),
-                Ok(None) => break,
+                Ok(None) => {
+                    more = false;
+                    break;
+                }
                 Err(e) => {
                     crate::warn!("HTTP/3: receive: {e}");
+                    more = false;
                     break;
                 }
             }
         }
+        if more && !q.more_armed && !q.stopped {
+            // Datagrams may still wait: the rest on the loop's next turn,
+            // after the other connections' completions (a flood must not
+            // starve TCP on this worker).
+            q.more_armed = true;
+            self.push(Sub::Nop, ud(Op::QuicMore, NO_SLOT, 0));
+        }
+        let q = self.quic_io();
         q.quic.timeouts(now);
         self.quic_events();
         self.quic_flush();

@@ -43,6 +43,8 @@ pub(super) enum Op {
     QuicOut,
     /// The QUIC driver's deadline (its sequence number in the slot field).
     QuicTimer,
+    /// A `NOP`: the datagrams one turn left unread (`RECVS_PER_TURN`).
+    QuicMore,
 }
 
 impl Op {
@@ -68,6 +70,7 @@ impl Op {
             18 => Op::QuicIn,
             19 => Op::QuicOut,
             20 => Op::QuicTimer,
+            21 => Op::QuicMore,
             _ => panic!("unknown op {v} in user_data"),
         }
     }
@@ -343,6 +346,7 @@ impl<E: Engine> Worker<E> {
             Op::QuicIn => self.on_quic_in(res, more),
             Op::QuicOut => self.on_quic_out(),
             Op::QuicTimer => self.on_quic_timer(slot),
+            Op::QuicMore => self.on_quic_more(),
             Op::Cancel => {}
             Op::Close if slot == NO_SLOT => {}
             _ => {
