@@ -104,6 +104,17 @@ fn test_cert_spki() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// Chromium's flags for HTTP/3 to `localhost:port`: QUIC forced for the
+/// origin (no Alt-Svc round first), the test certificate trusted, and
+/// `localhost` resolved to the loopback address the server listens on.
+fn quic_flags(port: u16) -> [String; 3] {
+    [
+        format!("--origin-to-force-quic-on=localhost:{port}"),
+        format!("--ignore-certificate-errors-spki-list={}", test_cert_spki()),
+        "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+    ]
+}
+
 fn load_page(browser: &str, backend: &str, over: Over) {
     let root = DocRoot::new(false);
     std::fs::create_dir_all(root.path("img")).unwrap();
@@ -122,40 +133,19 @@ fn load_page(browser: &str, backend: &str, over: Over) {
          });\n</script></body></html>\n",
     );
     std::fs::write(root.path("page.html"), page).unwrap();
-    let (cert, key) = (tls_data("p256.pem"), tls_data("p256.key"));
-    let mut args = vec![
-        "--workers",
-        "1",
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-    ];
-    if over == Over::H3 {
-        args.push("--http3");
-    }
-    let srv = Server::start(backend, &root.dir, &args);
-    let err = srv.stderr();
-    let line = err.lines().find(|l| l.contains("]: serving ")).unwrap();
-    let https = line
-        .split_whitespace()
-        .find(|w| w.starts_with("https://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let extra: &[&str] = match over {
+        Over::H2 => &[],
+        Over::H3 => &["--http3"],
+    };
+    let (_srv, port) = start_with_https(backend, &root.dir, None, extra);
     let out = match over {
-        Over::H2 => dump_dom(browser, &format!("{https}/page.html"), &root.dir, &[]),
+        Over::H2 => {
+            let url = format!("https://127.0.0.1:{port}/page.html");
+            dump_dom(browser, &url, &root.dir, &[])
+        }
         Over::H3 => {
-            let port = https.rsplit(':').next().unwrap();
-            let quic = [
-                format!("--origin-to-force-quic-on=localhost:{port}"),
-                format!("--ignore-certificate-errors-spki-list={}", test_cert_spki()),
-                "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
-            ];
             let url = format!("https://localhost:{port}/page.html");
-            dump_dom(browser, &url, &root.dir, &quic)
+            dump_dom(browser, &url, &root.dir, &quic_flags(port))
         }
     };
     let dom = String::from_utf8_lossy(&out.stdout);
@@ -360,13 +350,8 @@ fn chromium_plays_and_seeks_a_video_over_h3() {
         None,
         &["--http3", "--access-log", log.to_str().unwrap()],
     );
-    let quic = [
-        format!("--origin-to-force-quic-on=localhost:{port}"),
-        format!("--ignore-certificate-errors-spki-list={}", test_cert_spki()),
-        "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
-    ];
     let url = format!("https://localhost:{port}/video.html");
-    let out = dump_dom(browser, &url, &root.dir, &quic);
+    let out = dump_dom(browser, &url, &root.dir, &quic_flags(port));
     drop(srv);
     let dom = String::from_utf8_lossy(&out.stdout);
     let lines = std::fs::read_to_string(&log).unwrap_or_default();
