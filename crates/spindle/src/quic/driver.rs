@@ -178,6 +178,11 @@ impl Quic {
         self.conns.len()
     }
 
+    /// Whether events wait for [`Quic::poll_event`].
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     pub fn poll_event(&mut self) -> Option<Happened> {
         self.events.pop_front()
     }

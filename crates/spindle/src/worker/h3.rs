@@ -234,6 +234,7 @@ impl<E: Engine> Worker<E> {
         q.quic.timeouts(now);
         self.quic_events();
         self.quic_flush();
+        self.quic_events();
     }
 
     /// Sends what the driver queued and arms the timeout for its next
@@ -257,9 +258,15 @@ impl<E: Engine> Worker<E> {
                 crate::warn!("HTTP/3: a datagram the kernel would not send ({e}); such datagrams are dropped as lost ({n} so far; said once)");
             }
         }
-        // Sending may have let starved connections make packets and
-        // events (a stream drained).
-        self.quic_events();
+        // Sending may have let starved connections make events (a stream
+        // drained, a new request). They are handled from the engine's
+        // queue (a NOP), never from here: this runs inside a slot's step,
+        // and a new stream's or a gone one's handling must not re-enter it.
+        let q = self.quic_io();
+        if q.quic.has_events() && !q.more_armed && !q.stopped {
+            q.more_armed = true;
+            self.push(Sub::Nop, ud(Op::QuicMore, NO_SLOT, 0));
+        }
         self.quic_arm_timer();
     }
 
